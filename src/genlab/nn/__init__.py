@@ -1,0 +1,1 @@
+"""Reusable layers. A layer here does not know which model uses it."""
