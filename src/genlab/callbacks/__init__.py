@@ -1,0 +1,1 @@
+"""Lightning callbacks and plugins: checkpoints, throughput/MFU, RNG state, NaN guard, progress, W&B."""

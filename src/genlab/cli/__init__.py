@@ -1,0 +1,1 @@
+"""Entry points: Hydra mains, config validation, exit codes."""

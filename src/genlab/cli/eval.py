@@ -1,0 +1,82 @@
+"""``python eval.py ckpt_path=... [data=...] [eval.mem_len=1600 eval.tgt_len=128 ...]``.
+
+Rebuilds the run from the config stored in the checkpoint, applies evaluation overrides, checks that the data's
+vocabulary/tokenizer is the one the model was trained with, and evaluates the requested splits.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from genlab.callbacks.run_record import KEY, check_data_identity
+from genlab.cli import build
+from genlab.cli.errors import guarded
+from genlab.cli.validate import validate_config
+from genlab.errors import CheckpointError, ConfigError
+
+# Evaluation overrides that belong to the data (segment length, streams); all others set model attributes.
+DATA_KEYS = {"tgt_len": "eval_tgt_len", "batch_size": "eval_batch_size", "ext_len": "eval_ext_len"}
+EVAL_SCALARS: dict[str, Any] = {"name": str, "seed": int, "ckpt_path": str, "splits": list, "eval": dict}
+
+
+def load_run_config(ckpt_path: str) -> dict[str, Any]:
+    path = Path(ckpt_path)
+    if not path.is_file():
+        raise CheckpointError(f"ckpt_path={ckpt_path}: no such file.")
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as err:  # noqa: BLE001 - a truncated or foreign file is the user's input
+        raise CheckpointError(f"ckpt_path={ckpt_path} is not a readable checkpoint ({err}).") from err
+    if KEY not in checkpoint:
+        raise CheckpointError(f"{ckpt_path} was not written by genlab's train.py (no '{KEY}' record).")
+    return checkpoint[KEY]
+
+
+def evaluate(cfg: DictConfig) -> dict[str, float]:
+    if OmegaConf.is_missing(cfg, "ckpt_path"):
+        raise ConfigError("eval.py needs ckpt_path=path/to/checkpoint.ckpt (e.g. a run's checkpoints/last.ckpt).")
+    validate_config(cfg, EVAL_SCALARS)
+    record = load_run_config(cfg.ckpt_path)
+    run = OmegaConf.create(record["config"])
+    if cfg.get("data") is not None:
+        run.data = cfg.data
+    overrides = {k: v for k, v in (cfg.get("eval") or {}).items() if v is not None}
+    model_overrides = dict(run.task.get("test_overrides") or {})
+    for key, value in overrides.items():
+        if key in DATA_KEYS:
+            run.data[DATA_KEYS[key]] = value
+        else:
+            model_overrides[key] = value
+    if "test_overrides" in run.task:
+        run.task.test_overrides = model_overrides
+        run.task.valid_overrides = model_overrides
+    elif overrides:
+        raise ConfigError(f"eval.* overrides {sorted(overrides)} are not supported by task {run.task._target_}.")
+
+    datamodule = build.build_data(run.data)
+    if hasattr(datamodule, "identity"):
+        check_data_identity(record.get("data_identity", {}), datamodule.identity(), cfg.ckpt_path)
+    task = build.build_task(run, datamodule)
+    trainer = build.build_trainer(cfg, build.build_callbacks(cfg), build.build_loggers(cfg))
+    results: dict[str, float] = {}
+    for split in cfg.splits:
+        if split == "valid":
+            out = trainer.validate(task, datamodule=datamodule, ckpt_path=cfg.ckpt_path, verbose=False)
+        elif split == "test":
+            out = trainer.test(task, datamodule=datamodule, ckpt_path=cfg.ckpt_path, verbose=False)
+        else:
+            raise ConfigError(f"splits: unknown split '{split}' (use valid and/or test).")
+        results.update({k: float(v) for k, v in (out[0] if out else {}).items()})
+    settings = ", ".join(f"{k}={v}" for k, v in overrides.items()) or "training settings"
+    print(f"\nevaluated {cfg.ckpt_path} ({settings})")
+    for key, value in sorted(results.items()):
+        print(f"{key:>16s} = {value:.4f}")
+    return results
+
+
+def main(cfg: DictConfig) -> dict[str, float]:
+    return guarded(lambda: evaluate(cfg), lambda err: None)

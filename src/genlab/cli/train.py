@@ -1,0 +1,66 @@
+"""``python train.py experiment=<name> [overrides]``: fit, then test the best checkpoint."""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+
+import pytorch_lightning as pl
+from omegaconf import DictConfig
+
+from genlab.callbacks.run_record import RunRecord
+from genlab.cli import build
+from genlab.cli.errors import guarded
+from genlab.cli.validate import validate_config
+from genlab.runs import write_final_metrics, write_run_metadata
+
+log = logging.getLogger("genlab")
+
+
+def output_dir(cfg: DictConfig) -> Path:
+    return Path(cfg.paths.output_dir)
+
+
+def train(cfg: DictConfig) -> float:
+    validate_config(cfg)
+    out = output_dir(cfg)
+    pl.seed_everything(cfg.seed, workers=True, verbose=False)
+    datamodule = build.build_data(cfg.data)
+    task = build.build_task(cfg, datamodule)
+    identity = datamodule.identity() if hasattr(datamodule, "identity") else {}
+    callbacks = build.build_callbacks(cfg) + [RunRecord(build.config_to_dict(cfg), identity)]
+    trainer = build.build_trainer(cfg, callbacks, build.build_loggers(cfg))
+    if trainer.is_global_zero:
+        write_run_metadata(cfg, out)
+    ckpt = build.resolve_checkpoint(cfg.get("ckpt_path"), out)
+
+    trainer.fit(task, datamodule=datamodule, ckpt_path=ckpt)
+    metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
+    best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+    if cfg.get("test_after_fit") and not trainer.fast_dev_run and _has_test(datamodule):
+        results = trainer.test(task, datamodule=datamodule, ckpt_path=best or None, verbose=False)
+        metrics.update({k: float(v) for k, v in (results[0] if results else {}).items()})
+    if trainer.is_global_zero:
+        write_final_metrics(out, metrics, status="finished")
+        _summary(cfg, metrics, out, best)
+    return metrics.get(task.monitor, math.nan)
+
+
+def _has_test(datamodule: pl.LightningDataModule) -> bool:
+    return type(datamodule).test_dataloader is not pl.LightningDataModule.test_dataloader
+
+
+def _summary(cfg: DictConfig, metrics: dict[str, float], out: Path, best: str) -> None:
+    shown = {k: v for k, v in sorted(metrics.items()) if k.startswith(("valid/", "test/"))}
+    lines = [f"{k:>16s} = {v:.4f}" for k, v in shown.items()]
+    lines.append(f"{'checkpoint':>16s} = {best or '(none saved)'}")
+    lines.append(f"{'run dir':>16s} = {out}  (config, metrics.json, csv/ logs)")
+    print(f"\n{cfg.name} finished\n" + "\n".join(lines), flush=True)
+
+
+def main(cfg: DictConfig) -> float:
+    def record_failure(err: BaseException) -> None:
+        write_final_metrics(output_dir(cfg), {}, status="failed", error=f"{type(err).__name__}: {err}")
+
+    return guarded(lambda: train(cfg), record_failure)

@@ -1,0 +1,44 @@
+"""Shared fixtures: compose the real Hydra config (as train.py does) into a temporary run directory."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, open_dict
+
+ROOT = Path(__file__).resolve().parents[1]
+CONF = ROOT / "conf"
+SHARED = ROOT.parent / "shared"
+
+torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+os.environ.setdefault("WANDB_MODE", "disabled")
+os.environ.setdefault("GENLAB_OFFLINE", "1")
+
+
+def compose_config(overrides: list[str], run_dir: Path, config_name: str = "train") -> DictConfig:
+    """The config train.py would see for ``overrides``, writing into ``run_dir``; loggers off by default."""
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
+    HydraConfig.instance().set_config(cfg)
+    with open_dict(cfg):
+        cfg.paths.output_dir = str(run_dir)
+        cfg.paths.log_dir = str(run_dir)
+        if "logger" not in [o.split("=")[0] for o in overrides]:
+            cfg.logger = None
+        del cfg.hydra
+    return cfg
+
+
+@pytest.fixture
+def compose_cfg(tmp_path):
+    def _compose(overrides: list[str], config_name: str = "train") -> DictConfig:
+        return compose_config(overrides, tmp_path, config_name)
+
+    return _compose

@@ -1,0 +1,49 @@
+"""TXL spec C15: warm-up from 0 to lr, then cosine to min_lr_ratio * lr; weight-decay exclusions."""
+
+import math
+
+import pytest
+import torch
+
+from genlab.tasks.optim import constant, param_groups, warmup_cosine, warmup_linear
+
+
+def lrs(schedule_fn, steps: int, **kw) -> list[float]:
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=2.0)
+    sched = schedule_fn(opt, **kw)["scheduler"]
+    out = []
+    for _ in range(steps + 1):
+        out.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    return out
+
+
+def test_warmup_cosine_matches_the_tf_form():
+    values = lrs(warmup_cosine, 100, warmup_steps=10, max_steps=100, min_lr_ratio=0.004)
+    assert values[0] == 0.0 and values[5] == pytest.approx(1.0) and values[10] == pytest.approx(2.0)
+    assert values[100] == pytest.approx(2.0 * 0.004)
+    mid = 0.004 + (1 - 0.004) * 0.5 * (1 + math.cos(math.pi * 0.5))
+    assert values[55] == pytest.approx(2.0 * mid)
+    assert all(a >= b for a, b in zip(values[10:], values[11:]))
+
+
+def test_warmup_linear_and_constant():
+    values = lrs(warmup_linear, 20, warmup_steps=4, max_steps=20)
+    assert values[0] == 0 and values[4] == pytest.approx(2.0) and values[12] == pytest.approx(1.0) and values[20] == 0
+    assert lrs(constant, 3) == [2.0] * 4
+
+
+def test_no_weight_decay_on_biases_norms_and_embeddings():
+    model = torch.nn.Sequential(torch.nn.Embedding(5, 4), torch.nn.Linear(4, 4), torch.nn.LayerNorm(4))
+    decay, no_decay = param_groups(model, weight_decay=0.01)
+    assert [p.shape for p in decay["params"]] == [torch.Size([4, 4])]
+    assert decay["weight_decay"] == 0.01 and no_decay["weight_decay"] == 0.0
+    assert len(no_decay["params"]) == 4
+
+
+def test_clipping_bounds_the_global_norm():
+    p = torch.nn.Parameter(torch.zeros(10))
+    p.grad = torch.full((10,), 3.0)
+    torch.nn.utils.clip_grad_norm_([p], 0.25)
+    assert p.grad.norm() == pytest.approx(0.25, rel=1e-5)
