@@ -1,0 +1,142 @@
+"""Semi-supervised image DataModule: a labelled stream, an unlabelled stream and (MNIST) a second independent
+unlabelled stream for the generator step (bad-GAN spec §3.1, §4.1).
+
+Each stream is infinite and reshuffles at every pass, emitting the last partial batch, as in the reference
+code; training length is set by ``trainer.max_steps``. The test split is the monitoring split (the spec uses
+no validation set). A training batch is a dict: ``x_lab`` [B_l, ...], ``y_lab`` [B_l], ``x_unl`` [B_u, ...]
+and, when ``g_step_unlabeled='separate'``, ``x_unl2`` [B_u, ...]. Eval batches are ``x`` / ``y``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterator
+
+import numpy as np
+import pytorch_lightning as pl
+import torch
+from torch import Tensor
+from torch.utils.data import DataLoader, IterableDataset, TensorDataset
+
+from genlab.data.image_minis import DIGITS, MNIST5K
+from genlab.data.images import CIFAR10, MNIST, SVHN, read_cifar10, read_mnist, read_svhn
+from genlab.data.sources import locate
+from genlab.data.ssl_split import balanced_labeled_subset, subset_digest
+from genlab.errors import ConfigError
+
+# name -> (dataset spec, reader, maximum raw pixel value)
+DATASETS = {
+    "mnist": (MNIST, read_mnist, 255.0),
+    "mnist5k": (MNIST5K, read_mnist, 255.0),
+    "digits": (DIGITS, read_mnist, 16.0),
+    "svhn": (SVHN, read_svhn, 255.0),
+    "cifar10": (CIFAR10, read_cifar10, 255.0),
+}
+
+
+def _batches(n: int, batch_size: int, seed: int) -> Iterator[Tensor]:
+    """Index batches forever, reshuffled at each pass; the last batch of a pass may be smaller."""
+    gen = torch.Generator().manual_seed(seed)
+    while True:
+        perm = torch.randperm(n, generator=gen)
+        yield from perm.split(batch_size)
+
+
+class SSLStream(IterableDataset):
+    def __init__(self, x_lab: Tensor, y_lab: Tensor, x_unl: Tensor, batch_lab: int, batch_unl: int,
+                 separate_g_stream: bool, seed: int) -> None:
+        self.x_lab, self.y_lab, self.x_unl = x_lab, y_lab, x_unl
+        self.batch_lab, self.batch_unl, self.separate, self.seed = batch_lab, batch_unl, separate_g_stream, seed
+
+    def __iter__(self) -> Iterator[dict[str, Tensor]]:
+        lab = _batches(len(self.x_lab), self.batch_lab, self.seed * 3 + 1)
+        unl = _batches(len(self.x_unl), self.batch_unl, self.seed * 3 + 2)
+        unl2 = _batches(len(self.x_unl), self.batch_unl, self.seed * 3 + 3)
+        while True:
+            i = next(lab)
+            batch = {"x_lab": self.x_lab[i], "y_lab": self.y_lab[i], "x_unl": self.x_unl[next(unl)]}
+            if self.separate:
+                batch["x_unl2"] = self.x_unl[next(unl2)]
+            yield batch
+
+
+class SSLImageDataModule(pl.LightningDataModule):
+    def __init__(self, dataset: str = "mnist5k", source: str = "mini", path: str | None = None,
+                 cache_dir: str | None = None, n_labeled: int = 100, seed: int = 0, batch_size: int = 100,
+                 labeled_batch_size: int = 100, eval_batch_size: int = 200, unlabeled_pool: str = "exclude_labeled",
+                 g_step_unlabeled: str = "separate", scale: str = "unit", flatten: bool = True) -> None:
+        super().__init__()
+        if dataset not in DATASETS:
+            raise ConfigError(f"data.dataset={dataset!r} is unknown; choose one of {sorted(DATASETS)}.")
+        if unlabeled_pool not in ("exclude_labeled", "all"):
+            raise ConfigError(f"data.unlabeled_pool={unlabeled_pool!r}: use 'exclude_labeled' (MNIST) or 'all'.")
+        if g_step_unlabeled not in ("separate", "same"):
+            raise ConfigError(f"data.g_step_unlabeled={g_step_unlabeled!r}: use 'separate' (MNIST) or 'same'.")
+        if scale not in ("unit", "symmetric"):
+            raise ConfigError(f"data.scale={scale!r}: use 'unit' ([0,1]) or 'symmetric' ([-1,1]).")
+        self.save_hyperparameters()
+        self.labeled_indices: np.ndarray | None = None
+
+    def _to_float(self, images: np.ndarray) -> Tensor:
+        x = torch.from_numpy(images.astype(np.float32)) / DATASETS[self.hparams.dataset][2]
+        if self.hparams.scale == "symmetric":
+            x = x * 2.0 - 1.0
+        return x.flatten(1) if self.hparams.flatten else x
+
+    def prepare_data(self) -> None:
+        spec = DATASETS[self.hparams.dataset][0]
+        locate(spec, self.hparams.source, self.hparams.path, self.hparams.cache_dir)
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.labeled_indices is not None and hasattr(self, "x_test"):
+            return
+        spec, reader, _ = DATASETS[self.hparams.dataset]
+        root = locate(spec, self.hparams.source, self.hparams.path, self.hparams.cache_dir)
+        x_train, y_train = reader(root, "train")
+        x_test, y_test = reader(root, "test")
+        idx = balanced_labeled_subset(y_train, self.hparams.n_labeled, self.hparams.seed)
+        self.labeled_indices = idx
+        self.labeled_digest = subset_digest(idx)
+        x_all = self._to_float(x_train)
+        self.x_lab, self.y_lab = x_all[idx], torch.from_numpy(y_train[idx])
+        if self.hparams.unlabeled_pool == "exclude_labeled":
+            keep = np.ones(len(y_train), dtype=bool)
+            keep[idx] = False
+            self.x_unl = x_all[torch.from_numpy(keep)]
+        else:
+            self.x_unl = x_all
+        self.x_test, self.y_test = self._to_float(x_test), torch.from_numpy(y_test)
+
+    @property
+    def iters_per_epoch(self) -> int:
+        """The reference code's "epoch": one pass over the unlabelled stream."""
+        return math.ceil(len(self.x_unl) / self.hparams.batch_size)
+
+    def reference_images(self, which: str) -> Tensor:
+        """Images defining the low-density threshold: ``test`` (the code, transductive) or ``train_unlabeled``."""
+        if which == "test":
+            return self.x_test
+        if which == "train_unlabeled":
+            return self.x_unl
+        raise ConfigError(f"task.ld_threshold_set={which!r}: use 'test' or 'train_unlabeled'.")
+
+    def train_dataloader(self) -> DataLoader:
+        stream = SSLStream(self.x_lab, self.y_lab, self.x_unl, self.hparams.labeled_batch_size,
+                           self.hparams.batch_size, self.hparams.g_step_unlabeled == "separate", self.hparams.seed)
+        return DataLoader(stream, batch_size=None)
+
+    def _eval_loader(self) -> DataLoader:
+        return DataLoader(TensorDataset(self.x_test, self.y_test), batch_size=self.hparams.eval_batch_size,
+                          collate_fn=lambda items: {"x": torch.stack([a for a, _ in items]),
+                                                    "y": torch.stack([b for _, b in items])})
+
+    def val_dataloader(self) -> DataLoader:
+        return self._eval_loader()
+
+    def test_dataloader(self) -> DataLoader:
+        return self._eval_loader()
+
+    def state_dict(self) -> dict:
+        """The labelled subset is recorded in every checkpoint."""
+        return {"labeled_indices": None if self.labeled_indices is None else self.labeled_indices.tolist(),
+                "labeled_digest": getattr(self, "labeled_digest", None), "seed": self.hparams.seed}
