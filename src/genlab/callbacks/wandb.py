@@ -1,0 +1,147 @@
+"""W&B logger factory: offline unless logged in, names from the experiment and sweep, flat config, resumable id.
+
+Referenced by conf/logger/wandb.yaml. Offline runs land in ``<run dir>/wandb/offline-run-*``; upload them later
+with ``wandb sync <run dir>/wandb/offline-run-*`` (or ``wandb sync --sync-all`` from the run directory).
+"""
+
+from __future__ import annotations
+
+import netrc
+import os
+import secrets
+import string
+from pathlib import Path
+from typing import Any, Mapping
+from urllib.parse import urlparse
+
+from omegaconf import OmegaConf
+from pytorch_lightning.loggers import WandbLogger
+from pytorch_lightning.utilities import rank_zero_only
+
+from genlab.errors import ConfigError
+from genlab.runs import CONFIG_FILE, RUN_FILE, WANDB_ID_FILE, flatten_dict, global_rank, update_run_info
+
+MODES = ("auto", "online", "offline", "disabled")
+MAX_TAG_LEN = 64  # W&B rejects longer tags
+
+
+class FlatWandbLogger(WandbLogger):
+    """WandbLogger whose hyperparameters are flattened to dotted keys, so the runs table can pivot on any key."""
+
+    @rank_zero_only
+    def log_hyperparams(self, params: Any) -> None:
+        if not isinstance(params, Mapping):
+            params = vars(params)
+        params = OmegaConf.to_container(params, resolve=True) if OmegaConf.is_config(params) else dict(params)
+        super().log_hyperparams(flatten_dict(params))
+
+
+def is_logged_in() -> bool:
+    """True when an API key is available locally (env or netrc). Never touches the network."""
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    host = urlparse(os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")).hostname or "api.wandb.ai"
+    path = Path(os.environ.get("NETRC", Path.home() / ".netrc")).expanduser()
+    try:
+        return netrc.netrc(path).authenticators(host) is not None
+    except (FileNotFoundError, netrc.NetrcParseError, OSError):
+        return False
+
+
+def resolve_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise ConfigError(f"logger.wandb.mode={mode!r} is not one of {MODES}; set e.g. logger.wandb.mode=offline")
+    if mode != "auto":
+        return mode
+    env = os.environ.get("WANDB_MODE")  # an explicit user choice wins over the guess
+    if env in ("online", "offline", "disabled"):
+        return env
+    if env == "dryrun":
+        return "offline"
+    return "online" if is_logged_in() else "offline"
+
+
+def sweep_identity(group: str, name: str | None, tags: list[str], save_dir: str) -> tuple[str, str, list[str]]:
+    """Group/name/tags from the Hydra runtime: one group per multirun, trials named and tagged by their overrides."""
+    from hydra.core.hydra_config import HydraConfig
+
+    tags = [str(t) for t in tags]
+    run_name = name
+    if HydraConfig.initialized():
+        hc = HydraConfig.get()
+        experiment = OmegaConf.select(hc, "runtime.choices.experiment")
+        multirun = str(OmegaConf.select(hc, "mode", default="")).endswith("MULTIRUN")
+        overrides = [o for o in hc.overrides.task if not o.startswith(("experiment=", "logger"))]
+        dirname = OmegaConf.select(hc, "job.override_dirname", default="") or ""
+        if experiment:
+            tags.append(f"experiment={experiment}")
+        if multirun:
+            group = f"{group}-{Path(hc.sweep.dir).name}"
+            tags.append("multirun")
+            if run_name is None:
+                run_name = dirname or f"trial{hc.job.num}"
+        tags += overrides
+    if run_name is None:
+        run_name = f"{group}-{Path(save_dir).name}"
+    tags = list(dict.fromkeys(t[:MAX_TAG_LEN] for t in tags))  # dedupe, keep order
+    return group, run_name, tags
+
+
+def run_id(save_dir: str) -> tuple[str, bool]:
+    """The run's W&B id: reused from ``<save_dir>/wandb_id`` when resuming, else new and stored there (rank 0)."""
+    path = Path(save_dir) / WANDB_ID_FILE
+    if path.exists() and path.read_text().strip():
+        return path.read_text().strip(), True
+    # W&B ids are short lowercase alphanumerics; generated here so the id exists before wandb.init.
+    new = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(8))
+    if global_rank() == 0:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(new + "\n")
+        if (Path(save_dir) / RUN_FILE).exists():
+            update_run_info(save_dir, wandb_id=new)
+    return new, False
+
+
+def make_wandb_logger(
+    project: str,
+    group: str,
+    name: str | None,
+    tags: list[str],
+    save_dir: str,
+    mode: str = "auto",
+) -> WandbLogger | None:
+    """Build the W&B logger for this run, or None when ``mode`` is disabled. See the module docstring."""
+    mode = resolve_mode(mode)
+    if mode == "disabled":
+        return None
+    import wandb
+
+    # A previous trial of an in-process multirun may have left its run open; never log into it.
+    if wandb.run is not None:
+        wandb.run.finish()
+    group, run_name, tags = sweep_identity(group, name, list(tags or []), save_dir)
+    rid, resuming = run_id(save_dir)
+    config_file = Path(save_dir) / CONFIG_FILE
+    config = flatten_dict(OmegaConf.to_container(OmegaConf.load(config_file))) if config_file.exists() else None
+    return FlatWandbLogger(
+        project=project,
+        group=group,
+        name=run_name,
+        tags=tags,
+        save_dir=save_dir,
+        id=rid,
+        resume="allow" if resuming else None,
+        mode=mode,
+        config=config,
+        job_type="train",
+        settings=wandb.Settings(init_timeout=120, silent=True),
+    )
+
+
+def finish_wandb(exit_code: int = 0) -> None:
+    """Close the current W&B run (call at the end of each trial; exit_code 1 marks a failed trial)."""
+    import sys
+
+    wandb = sys.modules.get("wandb")
+    if wandb is not None and wandb.run is not None:
+        wandb.run.finish(exit_code=exit_code)
