@@ -1,0 +1,157 @@
+"""XLNet two-stream relative attention (spec xlnet.md §2.4-§2.8).
+
+Score of query i (original position) on key j of ``[mem; h]`` (length K = M + T), per head::
+
+    A_ij = [(q_i + u)·k_j + (q_i + v)·r_{M+i-j} + (q_i + b)·s_ij] / sqrt(d_h)
+
+The positional and segment terms are folded into one additive bias per layer and the content term runs inside
+``F.scaled_dot_product_attention``. The positional scores are computed once against the whole distance table
+``[K, ..., -T+1]`` and re-indexed without a copy (``relative_shift``: a strided view, entry (i, j) is table
+index ``T - i + j``). Only the difference ``s_- - s_+`` of the segment term matters: ``(q_i+b)·s_+`` is one
+constant per query row, which softmax ignores, so the segment bias is ``diff_ij · (q_i+b)·(s_- - s_+)``.
+
+The query stream works on its P prediction slots only (never on all T positions): slot p sits at position
+``pos_p`` and reads positional scores at ``T - pos_p + j`` via one gather. Keys and values always come from
+the content stream; padding slots (all-zero target_mapping row) get a zero attention vector.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+# Additive mask values: "uniform" reproduces the official/HF fp32 "-1e30" masking (an empty row attends
+# uniformly to every key); "zero" uses -inf, for which SDPA returns a zero vector on empty rows.
+MASK_FILL = {"uniform": -1e30, "zero": float("-inf")}
+
+
+def relative_shift(scores: Tensor, qlen: int) -> Tensor:
+    """View ``[..., T, K+T]`` scores against distances ``[K..-T+1]`` as ``[..., T, K]`` with entry (i, j) at
+    distance ``M + i - j`` (column ``T - i + j``). No copy: the input must be contiguous."""
+    *lead, t, width = scores.shape
+    klen = width - qlen
+    stride = list(scores.stride())
+    return scores.as_strided(
+        (*lead, t, klen), (*stride[:-2], width - 1, 1), scores.storage_offset() + qlen
+    )
+
+
+@dataclass
+class StreamContext:
+    """Per-forward tensors shared by every layer (computed once, spec §2.4-§2.8).
+
+    pos_emb: [n_dir, K+T, d] sinusoids for distances K..-T+1 (n_dir=2 with bi_data: forward, backward half).
+    mask_h / mask_g: additive masks [B, 1, T, K] / [B, 1, P, K] (0 or fill), or None.
+    seg_h / seg_g: "different segment" indicators [B, 1, T, K] / [B, 1, P, K], or None (no segment term).
+    slot_index: [B, 1, P, K] column of each slot's positional score in the distance table; slot_valid:
+    [B, 1, P, 1] 1 for real slots, 0 for padding slots. None when there is no query stream.
+    """
+
+    pos_emb: Tensor
+    mask_h: Tensor | None
+    mask_g: Tensor | None
+    seg_h: Tensor | None
+    seg_g: Tensor | None
+    slot_index: Tensor | None
+    slot_valid: Tensor | None
+
+
+class TwoStreamRelAttention(nn.Module):
+    """Relative multi-head attention with content and (optional) query stream; post-LN with residual.
+
+    Parameter names and shapes follow the HF/official layout (spec §2.2): q/k/v/o/r are ``[d, H, d_h]`` without
+    bias; r_w_bias (u), r_r_bias (v), r_s_bias (b) ``[H, d_h]``; seg_embed ``[2, H, d_h]`` (0 = same segment).
+    Pass shared bias parameters to tie them across layers (``untie_r=False``).
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_head: int,
+        d_head: int,
+        dropout: float = 0.0,
+        dropatt: float = 0.0,
+        layer_norm_eps: float = 1e-12,
+        empty_row_policy: str = "zero",
+        shared_biases: tuple[nn.Parameter, nn.Parameter, nn.Parameter] | None = None,
+    ) -> None:
+        super().__init__()
+        if empty_row_policy not in MASK_FILL:
+            raise ValueError(f"empty_row_policy must be one of {sorted(MASK_FILL)}, got {empty_row_policy!r}")
+        self.n_head, self.d_head, self.scale = n_head, d_head, d_head**-0.5
+        self.empty_row_policy = empty_row_policy
+        self.dropatt = dropatt
+        shape = (d_model, n_head, d_head)
+        self.q, self.k, self.v, self.o, self.r = (nn.Parameter(torch.empty(shape)) for _ in range(5))
+        if shared_biases is None:
+            shared_biases = tuple(nn.Parameter(torch.empty(n_head, d_head)) for _ in range(3))
+        self.r_w_bias, self.r_r_bias, self.r_s_bias = shared_biases
+        self.seg_embed = nn.Parameter(torch.empty(2, n_head, d_head))
+        self.layer_norm = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.dropout = nn.Dropout(dropout)
+
+    @property
+    def mask_fill(self) -> float:
+        return MASK_FILL[self.empty_row_policy]
+
+    def _heads(self, x: Tensor, weight: Tensor) -> Tensor:
+        """[B, L, d] @ [d, H, d_h] -> [B, H, L, d_h]."""
+        b, n, _ = x.shape
+        return (x @ weight.flatten(1)).view(b, n, self.n_head, self.d_head).transpose(1, 2)
+
+    def _positional_keys(self, pos_emb: Tensor) -> Tensor:
+        """[n_dir, K+T, d] -> [n_dir, 1, H, d_h, K+T] (pre-transposed for the score matmul)."""
+        kr = self._heads(pos_emb, self.r)  # [n_dir, H, K+T, d_h]
+        return kr.transpose(-1, -2).unsqueeze(1)
+
+    def _score_bias(self, q: Tensor, kr: Tensor, seg: Tensor | None, mask: Tensor | None,
+                    slot_index: Tensor | None, qlen: int) -> Tensor:
+        """Positional + segment + mask terms as one additive bias [B, H, Lq, K] (already scaled)."""
+        b, h, lq, dh = q.shape
+        n_dir = kr.shape[0]
+        qr = ((q + self.r_r_bias[:, None]) * self.scale).view(n_dir, b // n_dir, h, lq, dh)
+        full = (qr @ kr).view(b, h, lq, -1)  # [B, H, Lq, K+T]
+        if slot_index is None:
+            bias = relative_shift(full, qlen)
+        else:
+            bias = full.gather(3, slot_index.expand(b, h, lq, slot_index.shape[-1]))
+        if mask is not None:
+            bias = bias + mask
+        if seg is not None:
+            seg_w = (self.seg_embed[1] - self.seg_embed[0]) * self.scale  # [H, d_h]
+            e = ((q + self.r_s_bias[:, None]) * seg_w[:, None]).sum(-1, keepdim=True)  # [B, H, Lq, 1]
+            bias = torch.addcmul(bias, seg, e) if mask is None else bias.addcmul_(seg, e)
+        return bias
+
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Tensor) -> Tensor:
+        """SDPA over heads; returns [B, Lq, H*d_h]."""
+        p = self.dropatt if self.training else 0.0
+        out = F.scaled_dot_product_attention(q + self.r_w_bias[:, None], k, v, attn_mask=bias,
+                                             dropout_p=p, scale=self.scale)
+        return out.transpose(1, 2).flatten(2)
+
+    def _post(self, x: Tensor, attn: Tensor) -> Tensor:
+        out = attn @ self.o.flatten(1).t()
+        return self.layer_norm(x + self.dropout(out))
+
+    def forward(self, h: Tensor, g: Tensor | None, mem: Tensor | None, ctx: StreamContext
+                ) -> tuple[Tensor, Tensor | None]:
+        """h [B, T, d] content stream, g [B, P, d] query slots or None, mem [B, M, d] or None."""
+        qlen = h.shape[1]
+        cat = h if mem is None else torch.cat([mem, h], dim=1)
+        k, v = self._heads(cat, self.k), self._heads(cat, self.v)
+        kr = self._positional_keys(ctx.pos_emb)
+
+        q_h = self._heads(h, self.q)
+        bias_h = self._score_bias(q_h, kr, ctx.seg_h, ctx.mask_h, None, qlen)
+        out_h = self._post(h, self._attend(q_h, k, v, bias_h))
+        if g is None:
+            return out_h, None
+
+        q_g = self._heads(g, self.q)
+        bias_g = self._score_bias(q_g, kr, ctx.seg_g, ctx.mask_g, ctx.slot_index, qlen)
+        attn_g = self._attend(q_g, k, v, bias_g) * ctx.slot_valid.squeeze(1)
+        return out_h, self._post(g, attn_g)
