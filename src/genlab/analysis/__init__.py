@@ -1,0 +1,1 @@
+"""Analyses of trained models (the MoS paper's softmax-bottleneck measurements)."""
