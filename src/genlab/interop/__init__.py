@@ -1,0 +1,1 @@
+"""Import/export of published checkpoints (Hugging Face layouts)."""

@@ -1,0 +1,192 @@
+"""Multi-head attention over [memory; segment] for Transformer-XL-style models (spec TXL §2.3-2.6, §2.12).
+
+Layout is batch-major: hidden states [B, T, d], scores [B, H, L, K] with L new queries and K = M_cur + L keys.
+Key j runs over the concatenation (j = 0 is the oldest memory slot); the distance of (i, j) is i + M_cur - j.
+All variants hand the final softmax to ``F.scaled_dot_product_attention`` with an additive fp32 bias that
+already holds the position terms and the mask, so the content term and the softmax stay fused.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+SAME_LENGTH_VARIANTS = ("tf", "pytorch")
+
+
+def rel_shift(x: Tensor) -> Tensor:
+    """Turn ``x[..., i, c]`` (column c = distance K-1-c) into ``out[..., i, j]`` = distance i + (K-L) - j.
+
+    Pad one zero column on the left, reinterpret [L, K+1] as [K+1, L], drop the first row, reinterpret as
+    [L, K]. Entries with j > i + K - L (future keys) hold garbage and must be masked by the caller.
+    """
+    *lead, q, k = x.shape
+    padded = F.pad(x, (1, 0))
+    return padded.view(*lead, k + 1, q)[..., 1:, :].reshape(*lead, q, k)
+
+
+def attention_mask(
+    qlen: int,
+    mlen: int,
+    *,
+    same_length: bool = False,
+    mem_len: int = 0,
+    variant: str = "tf",
+    device: torch.device | None = None,
+) -> Tensor:
+    """Boolean [L, K] mask, True = blocked, for L queries after ``mlen`` cached positions.
+
+    Default: causal, every memory slot visible. ``same_length`` bounds the distance so every query sees the
+    same number of keys: ``tf`` keeps distances 0..mem_len (M+1 keys), ``pytorch`` (also HF 4.35)
+    keeps 0..mem_len-1 (M keys). The diagonal stays visible so no row is ever fully masked.
+    """
+    if variant not in SAME_LENGTH_VARIANTS:
+        raise ValueError(f"same_length_variant must be one of {SAME_LENGTH_VARIANTS}, got {variant!r}")
+    klen = qlen + mlen
+    i = torch.arange(qlen, device=device)[:, None]
+    j = torch.arange(klen, device=device)[None, :]
+    dist = i + mlen - j
+    blocked = dist < 0
+    if same_length:
+        widest = mem_len if variant == "tf" else max(mem_len - 1, 0)
+        blocked = blocked | (dist > widest)
+    return blocked
+
+
+def _heads(x: Tensor, n_head: int) -> Tensor:
+    """[B, T, H*dh] -> [B, H, T, dh]."""
+    b, t, _ = x.shape
+    return x.view(b, t, n_head, -1).transpose(1, 2)
+
+
+def _attend(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, dropatt: float, training: bool) -> Tensor:
+    """Softmax(q k^T / sqrt(dh) + bias) v, with the scores, mask and softmax in fp32 under autocast.
+
+    ``bias`` is either fp32 (position terms already scaled, -inf on blocked keys) or a boolean
+    "may attend" mask. Returns [B, L, H*dh].
+    """
+    low = q.dtype in (torch.float16, torch.bfloat16) or torch.is_autocast_enabled(q.device.type)
+    out_dtype = v.dtype
+    if low:
+        with torch.autocast(q.device.type, enabled=False):
+            q, k, v = q.float(), k.float(), v.float()
+            out = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=bias, dropout_p=dropatt if training else 0.0
+            )
+        out = out.to(out_dtype)
+    else:
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=bias if bias.dtype == torch.bool else bias.to(q.dtype), dropout_p=dropatt if training else 0.0
+        )
+    b, h, l, dh = out.shape
+    return out.transpose(1, 2).reshape(b, l, h * dh)
+
+
+def _masked_bias(pos_scores: Tensor, mask: Tensor) -> Tensor:
+    """fp32 additive bias: the position scores with -inf where ``mask`` blocks."""
+    return pos_scores.float().masked_fill(mask, float("-inf"))
+
+
+class _AttentionBlock(nn.Module):
+    """Shared parts: fused q|k|v projection (no bias), output projection, residual + LayerNorm (post or pre)."""
+
+    def __init__(self, d_model: int, n_head: int, d_head: int, dropout: float, dropatt: float,
+                 pre_lnorm: bool, ln_eps: float) -> None:
+        super().__init__()
+        self.n_head, self.d_head = n_head, d_head
+        self.scale = 1.0 / math.sqrt(d_head)
+        self.dropatt = dropatt
+        self.pre_lnorm = pre_lnorm
+        # Output features: blocks q, k, v; inside each block head-major (feature = head * d_head + c).
+        self.qkv = nn.Linear(d_model, 3 * n_head * d_head, bias=False)
+        self.out = nn.Linear(n_head * d_head, d_model, bias=False)
+        self.norm = nn.LayerNorm(d_model, eps=ln_eps)
+        self.drop = nn.Dropout(dropout)
+
+    def _project(self, h: Tensor, mem: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+        cat = h if mem is None or mem.size(1) == 0 else torch.cat([mem, h], dim=1)
+        if self.pre_lnorm:  # the pre-LN code normalises the whole [mem; h] before the fused projection
+            cat = self.norm(cat)
+        q, k, v = self.qkv(cat).chunk(3, dim=-1)
+        q = q[:, -h.size(1):]
+        return _heads(q, self.n_head), _heads(k, self.n_head), _heads(v, self.n_head)
+
+    def _finish(self, h: Tensor, attn_vec: Tensor) -> Tensor:
+        out = self.drop(self.out(attn_vec))
+        return h + out if self.pre_lnorm else self.norm(h + out)
+
+
+class RelPartialLearnableAttention(_AttentionBlock):
+    """Transformer-XL attention (attn_type ``rel``): (q+u)·k + rel_shift((q+v)·W_{k,R} R), scaled together.
+
+    u, v are either this layer's own parameters (``untie_r``) or passed in by the model (shared).
+    """
+
+    def __init__(self, d_model: int, n_head: int, d_head: int, dropout: float = 0.0, dropatt: float = 0.0,
+                 pre_lnorm: bool = False, ln_eps: float = 1e-5, own_biases: bool = False) -> None:
+        super().__init__(d_model, n_head, d_head, dropout, dropatt, pre_lnorm, ln_eps)
+        self.r_net = nn.Linear(d_model, n_head * d_head, bias=False)
+        if own_biases:
+            self.u = nn.Parameter(torch.zeros(n_head, d_head))
+            self.v = nn.Parameter(torch.zeros(n_head, d_head))
+        else:
+            self.u = self.v = None
+
+    def forward(self, h: Tensor, r: Tensor, mask: Tensor, mem: Tensor | None = None,
+                u: Tensor | None = None, v: Tensor | None = None) -> Tensor:
+        """h [B, L, d]; r [K, d] position embeddings (distances K-1..0); mask [L, K] bool; mem [B, M_cur, d]."""
+        u = self.u if self.u is not None else u
+        v = self.v if self.v is not None else v
+        q, k, val = self._project(h, mem)  # [B, H, L|K, dh]
+        rk = self.r_net(r).view(-1, self.n_head, self.d_head).transpose(0, 1)  # [H, K, dh]
+        bd = rel_shift(torch.matmul(q + v[:, None, :], rk.transpose(-1, -2))) * self.scale
+        bias = _masked_bias(bd, mask)
+        # SDPA scales (q+u)·k by 1/sqrt(dh); bd was scaled above, so the sum is scaled once (spec §2.3).
+        return self._finish(h, _attend(q + u[:, None, :], k, val, bias, self.dropatt, self.training))
+
+
+class ShawRelativeAttention(_AttentionBlock):
+    """attn_type ``shaw``: learnable relative embeddings per layer (spec §2.12, type 1).
+
+    Score = (q+u)·k + rel_shift(q·r_emb + r_bias); with ``bias_terms=False`` u and r_bias are absent
+    (terms (a)+(b) only, as the thesis describes Shaw et al.). Rows of r_emb are ordered by descending
+    distance: the last row is distance 0; distances past the table (or past clamp_len) reuse the farthest row.
+    """
+
+    def __init__(self, d_model: int, n_head: int, d_head: int, max_len: int, dropout: float = 0.0,
+                 dropatt: float = 0.0, pre_lnorm: bool = False, ln_eps: float = 1e-5,
+                 bias_terms: bool = True) -> None:
+        super().__init__(d_model, n_head, d_head, dropout, dropatt, pre_lnorm, ln_eps)
+        self.max_len = max_len
+        self.r_emb = nn.Parameter(torch.zeros(max_len, n_head, d_head))
+        if bias_terms:
+            self.r_bias = nn.Parameter(torch.zeros(max_len, n_head))
+            self.u = nn.Parameter(torch.zeros(n_head, d_head))
+        else:
+            self.r_bias = self.u = None
+
+    def forward(self, h: Tensor, mask: Tensor, mem: Tensor | None = None, clamp_len: int = -1) -> Tensor:
+        q, k, val = self._project(h, mem)
+        klen = k.size(2)
+        dist = torch.arange(klen - 1, -1, -1, device=h.device)
+        cap = self.max_len if clamp_len <= 0 else min(self.max_len, clamp_len)
+        rows = self.max_len - 1 - dist.clamp(max=cap - 1)
+        r_emb = self.r_emb[rows].transpose(0, 1)  # [H, K, dh]
+        bd = torch.matmul(q, r_emb.transpose(-1, -2))
+        if self.r_bias is not None:
+            bd = bd + self.r_bias[rows].t()[None, :, None, :]
+        bd = rel_shift(bd) * self.scale
+        bias = _masked_bias(bd, mask)
+        q_c = q if self.u is None else q + self.u[:, None, :]
+        return self._finish(h, _attend(q_c, k, val, bias, self.dropatt, self.training))
+
+
+class AbsoluteAttention(_AttentionBlock):
+    """Plain dot-product attention over [mem; h] (attn_types ``abs_sinusoid`` and ``abs_learned``)."""
+
+    def forward(self, h: Tensor, mask: Tensor, mem: Tensor | None = None) -> Tensor:
+        q, k, val = self._project(h, mem)
+        return self._finish(h, _attend(q, k, val, ~mask, self.dropatt, self.training))
