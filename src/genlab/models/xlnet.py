@@ -293,7 +293,10 @@ class XLNetLMHeadModel(nn.Module):
 
 def plm_loss(logits: Tensor, target: Tensor, target_weight: Tensor) -> Tensor:
     """Mean cross-entropy over real targets: ``Σ CE·w / Σ w`` (spec §2.9); padding slots have weight 0."""
-    ce = F.cross_entropy(logits.flatten(0, -2).float(), target.flatten(), reduction="none")
+    flat = logits.flatten(0, -2)
+    if flat.dtype in (torch.float16, torch.bfloat16):  # CE in fp32 for low-precision logits
+        flat = flat.float()
+    ce = F.cross_entropy(flat, target.flatten(), reduction="none")
     w = target_weight.flatten().to(ce.dtype)
     den = w.sum()
     return (ce * w).sum() / den.clamp_min(torch.finfo(ce.dtype).tiny)
