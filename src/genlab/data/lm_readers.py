@@ -1,0 +1,344 @@
+"""Readers for the real on-disk formats of the language-modelling benchmarks (TXL spec §4.1, MoS spec §4).
+
+Each ``read_*`` takes the dataset directory and returns ``(vocab, {"train", "valid", "test"} -> int32 ids)``.
+Word corpora are split on whitespace one line at a time (one dict lookup per token); byte and character
+corpora are parsed with NumPy, without a Python loop over symbols.
+"""
+
+from __future__ import annotations
+
+import os
+import zipfile
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from genlab.data.vocab import Order, Vocab, build_value_vocab, build_word_vocab
+from genlab.errors import DataError
+from genlab.utils import atomic_write
+
+SPLITS = ("train", "valid", "test")
+EOS = "<eos>"
+ENCODE_CHUNK_LINES = 100_000
+
+
+# ---------------------------------------------------------------------------------------------- word streams
+def _read_lines(path: Path) -> Iterable[list[str]]:
+    """Blocks of lines of a UTF-8 file; a decoding error becomes a DataError naming the file."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            block: list[str] = []
+            for line in f:
+                block.append(line)
+                if len(block) >= ENCODE_CHUNK_LINES:
+                    yield block
+                    block = []
+            if block:
+                yield block
+    except UnicodeDecodeError as err:
+        raise DataError(f"{path} is not valid UTF-8 text ({err}); the file is corrupt or not this dataset.") from err
+    except OSError as err:
+        raise DataError(f"cannot read {path} ({err}).") from err
+
+
+def encode_word_file(path: Path, vocab: Vocab, eos: str | None = EOS, lower: bool = False) -> np.ndarray:
+    """Ids of a whitespace-tokenised file, ``eos`` appended to every line (blank lines included)."""
+    parts = []
+    for block in _read_lines(path):
+        lines = [line.lower() for line in block] if lower else block
+        if eos is None:
+            tokens = "".join(lines).split()
+        else:
+            # one marker per line, blank lines included: "a b\n", "\n" -> a b <eos> <eos>
+            tokens = f" {eos} ".join(lines).split()
+            tokens.append(eos)
+        parts.append(vocab.encode(tokens, where=str(path)))
+    ids = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
+    return _non_empty(ids, path)
+
+
+def _non_empty(ids: np.ndarray, path: Path) -> np.ndarray:
+    if ids.size == 0:
+        raise DataError(f"{path} holds no tokens: the corpus split is empty. Replace it with the real file.")
+    return ids
+
+
+def read_word_corpus(
+    files: dict[str, Path],
+    vocab_splits: Sequence[str],
+    order: Order = "frequency",
+    unk: str | None = "<unk>",
+    lower: bool = False,
+) -> tuple[Vocab, dict[str, np.ndarray]]:
+    """WikiText / PTB style: ``<eos>`` appended to each line; id 0 in frequency order, inline in first-appearance.
+
+    ``unk`` is used for out-of-vocabulary tokens only when the corpus itself contains it (these corpora are
+    closed: their rare words are already ``<unk>``); otherwise an unseen token is an error.
+    """
+    for split, path in files.items():
+        if path.stat().st_size == 0:
+            raise DataError(f"{path} is empty (0 bytes): the {split} split has no text. Replace it with the real file.")
+    specials = (EOS,) if order == "frequency" else ()  # MoS meets <eos> inline, after the first line's words
+    vocab = build_word_vocab([files[s] for s in vocab_splits], specials=specials, order=order, lower=lower)
+    if unk is not None and unk in vocab:
+        vocab = Vocab(vocab.symbols, unk=unk, specials=vocab.specials)
+    return vocab, {s: encode_word_file(p, vocab, lower=lower) for s, p in files.items()}
+
+
+def read_wikitext(root: Path, order: Order = "frequency", vocab_splits: Sequence[str] = ("train",)):
+    """``wiki.{train,valid,test}.tokens`` (WikiText-103 and WikiText-2): case kept, ``<eos>`` on every line.
+
+    TXL counts train only for WT103 and train+valid+test for WT2; the vocabulary is the same set either way.
+    """
+    files = {s: Path(root) / f"wiki.{s}.tokens" for s in SPLITS}
+    return read_word_corpus(files, vocab_splits, order=order)
+
+
+def read_ptb(root: Path, order: Order = "frequency", char: bool = False):
+    """Mikolov's ``ptb.{split}.txt`` (word) or ``ptb.char.{split}.txt`` (char); vocab from all three splits."""
+    stem = "ptb.char" if char else "ptb"
+    files = {s: Path(root) / f"{stem}.{s}.txt" for s in SPLITS}
+    return read_word_corpus(files, SPLITS, order=order)
+
+
+# ---------------------------------------------------------------------------------------------- enwik8
+def split_sizes(total: int, n_test: int) -> tuple[int, int, int]:
+    """The official 90M/5M/5M rule: the last ``n_test`` symbols are test, the ``n_test`` before them valid."""
+    if total <= 2 * n_test:
+        raise DataError(f"corpus of {total} symbols is too small for valid and test parts of {n_test} each.")
+    return total - 2 * n_test, n_test, n_test
+
+
+def prepare_enwik8(root: Path, n_test: int = 5_000_000, archive: str = "enwik8.zip") -> None:
+    """``enwik8.zip`` -> ``{train,valid,test}.txt``: bytes as space-separated decimals, newline bytes as line breaks.
+
+    Same output as salesforce/awd-lstm-lm ``prep_enwik8.py`` (no trailing newline), written with NumPy.
+    """
+    root = Path(root)
+    data = _read_zip_member(root / archive, "enwik8")
+    raw = np.frombuffer(data, dtype=np.uint8)
+    n_train, n_valid, _ = split_sizes(len(raw), n_test)
+    parts = {"train": raw[:n_train], "valid": raw[n_train : n_train + n_valid], "test": raw[n_train + n_valid :]}
+    for split, part in parts.items():
+        with atomic_write(root / f"{split}.txt", "wb") as f:
+            f.write(bytes_to_decimal_text(part))
+
+
+def bytes_to_decimal_text(part: np.ndarray) -> bytes:
+    """``b'A\\nB'`` -> ``b'65 \\n 66'``: each byte's decimal value, joined by spaces; byte 10 stays a newline."""
+    names = [str(v).encode() if v != 10 else b"\n" for v in range(256)]
+    # vectorised join: emit the table entry of every byte, separated by single spaces
+    lengths = np.array([len(n) for n in names], dtype=np.int64)[part]
+    flat = np.frombuffer(b"".join(n.ljust(3, b"\0") for n in names), dtype=np.uint8).reshape(256, 3)
+    out_len = int(lengths.sum() + max(len(part) - 1, 0))
+    out = np.full(out_len, ord(" "), dtype=np.uint8)
+    starts = np.concatenate(([0], np.cumsum(lengths + 1)[:-1])) if len(part) else np.zeros(0, dtype=np.int64)
+    for k in range(3):  # at most three digits per byte
+        sel = lengths > k
+        out[starts[sel] + k] = flat[part[sel], k]
+    return out.tobytes()
+
+
+def parse_decimal_bytes(path: Path, keep_newlines: bool = False) -> np.ndarray:
+    """Decimal byte values of an enwik8-format file, in order; a newline becomes byte 10 only if ``keep_newlines``.
+
+    The official pipeline reads line by line without ``<eos>``, so newline bytes are dropped (TXL P12).
+    """
+    buf = np.fromfile(path, dtype=np.uint8)
+    digit = (buf >= 48) & (buf <= 57)
+    sep = (buf == 32) | (buf == 10) | (buf == 13)
+    if not np.all(digit | sep):
+        pos = int(np.flatnonzero(~(digit | sep))[0])
+        raise DataError(
+            f"{path} is not in enwik8 format: byte offset {pos} holds {bytes(buf[pos:pos + 1])!r}; expected decimal "
+            "byte values separated by spaces. Re-create it from enwik8.zip (data.source=download prepares it)."
+        )
+    prev = np.concatenate(([False], digit[:-1]))
+    nxt = np.concatenate((digit[1:], [False]))
+    start = np.flatnonzero(digit & ~prev)
+    end = np.flatnonzero(digit & ~nxt) + 1
+    if np.any(end - start > 3):
+        raise DataError(f"{path}: a number longer than 3 digits at byte {int(start[np.argmax(end - start > 3)])}.")
+    # value of each run: digits weighted by 10^(distance to the run end)
+    d = buf.astype(np.int64) - 48
+    value = np.zeros(len(start), dtype=np.int64)
+    for k in range(3):
+        pos = end - 1 - k
+        ok = pos >= start
+        value[ok] += d[pos[ok]] * 10**k
+    if np.any(value > 255):
+        raise DataError(f"{path}: value {int(value.max())} is not a byte (0-255); the file is corrupt.")
+    if keep_newlines:
+        nl = np.flatnonzero(buf == 10)
+        order = np.argsort(np.concatenate((start, nl)), kind="stable")
+        value = np.concatenate((value, np.full(len(nl), 10, dtype=np.int64)))[order]
+    return _non_empty(value.astype(np.int16), path)
+
+
+def read_enwik8(root: Path, keep_newlines: bool = False):
+    """enwik8 ``{train,valid,test}.txt``; vocab = byte values seen in all three splits, by frequency, no specials."""
+    raw = {s: parse_decimal_bytes(Path(root) / f"{s}.txt", keep_newlines) for s in SPLITS}
+    vocab, table = build_value_vocab([raw[s] for s in SPLITS], 256, [str(v) for v in range(256)])
+    return vocab, {s: table[v] for s, v in raw.items()}
+
+
+# ---------------------------------------------------------------------------------------------- text8
+TEXT8_ALPHABET = "_abcdefghijklmnopqrstuvwxyz"
+
+
+def prepare_text8(root: Path, n_test: int = 5_000_000, archive: str = "text8.zip") -> None:
+    """``text8.zip`` -> ``{train,valid,test}.txt`` with the 90M/5M/5M split, each part stripped, characters
+    space-separated and ' ' written as '_' (the TXL ``prep_text8.py`` output)."""
+    root = Path(root)
+    raw = np.frombuffer(_read_zip_member(root / archive, "text8"), dtype=np.uint8)
+    n_train, n_valid, _ = split_sizes(len(raw), n_test)
+    parts = {"train": raw[:n_train], "valid": raw[n_train : n_train + n_valid], "test": raw[n_train + n_valid :]}
+    for split, part in parts.items():
+        text = part.tobytes().strip()
+        chars = np.frombuffer(text, dtype=np.uint8).copy()
+        chars[chars == ord(" ")] = ord("_")
+        out = np.full(max(2 * len(chars) - 1, 0), ord(" "), dtype=np.uint8)
+        out[::2] = chars
+        with atomic_write(root / f"{split}.txt", "wb") as f:
+            f.write(out.tobytes())
+
+
+def parse_text8_chars(path: Path) -> np.ndarray:
+    """Characters of a prepared text8 file (single characters separated by spaces), as byte values."""
+    buf = np.fromfile(path, dtype=np.uint8)
+    is_sep = (buf == 32) | (buf == 10)
+    sym = buf[~is_sep]
+    lone = ~is_sep & np.concatenate(([True], is_sep[:-1])) & np.concatenate((is_sep[1:], [True]))
+    allowed = np.zeros(256, dtype=bool)
+    allowed[np.frombuffer(TEXT8_ALPHABET.encode(), dtype=np.uint8)] = True
+    bad = ~is_sep & (~lone | ~allowed[buf])
+    if bad.any():
+        pos = int(np.flatnonzero(bad)[0])
+        raise DataError(
+            f"{path} is not in prepared text8 format at byte {pos} ({bytes(buf[pos:pos + 8])!r}): expected single "
+            "characters a-z or '_' separated by spaces. Re-create it from text8.zip (data.source=download)."
+        )
+    return _non_empty(sym.astype(np.int16), path)
+
+
+def read_text8(root: Path):
+    """text8 ``{train,valid,test}.txt``: 27 symbols ('_' for space), no ``<eos>``, frequency order."""
+    raw = {s: parse_text8_chars(Path(root) / f"{s}.txt") for s in SPLITS}
+    vocab, table = build_value_vocab([raw[s] for s in SPLITS], 256, [chr(v) for v in range(256)])
+    return vocab, {s: table[v] for s, v in raw.items()}
+
+
+# ---------------------------------------------------------------------------------------------- One Billion Word
+LM1B_TRAIN_DIR = "training-monolingual.tokenized.shuffled"
+LM1B_HELDOUT_DIR = "heldout-monolingual.tokenized.shuffled"
+LM1B_VOCAB = "1b_word_vocab.txt"
+LM1B_TRAIN_SHARDS = tuple(f"{LM1B_TRAIN_DIR}/news.en-{i:05d}-of-00100" for i in range(1, 100))
+LM1B_HELDOUT = f"{LM1B_HELDOUT_DIR}/news.en.heldout-00000-of-00050"
+LM1B_CONVENTIONS = ("pytorch", "tf")
+
+
+def read_lm1b_vocab(path: Path) -> Vocab:
+    """``1b_word_vocab.txt``: one symbol (first field) per line, in file order; ``<UNK>`` takes OOV words."""
+    symbols = []
+    for block in _read_lines(path):
+        symbols.extend(line.split()[0] for line in block if line.strip())
+    if not symbols:
+        raise DataError(f"{path} is empty: the LM1B vocabulary file lists no symbols. Download it again.")
+    for required in ("<S>", "<UNK>"):
+        if required not in symbols:
+            raise DataError(f"{path} lacks the symbol {required}; it is not the LM1B vocabulary file.")
+    return Vocab(symbols, unk="<UNK>")
+
+
+def lm1b_stream(sentences: Sequence[str], vocab: Vocab, convention: str, where: str, opening: bool) -> np.ndarray:
+    """Wrap sentences as ``<S> w1..wn <S>``.
+
+    pytorch (default): consecutive sentences share one ``<S>`` boundary, so each sentence contributes its words and
+    one closing ``<S>`` as targets and ``<S> -> <S>`` is never scored. ``opening`` writes the very first ``<S>``.
+    tf: the blocks are concatenated, which also scores each closing-to-opening ``<S> -> <S>`` (TXL P13).
+    """
+    if convention == "pytorch":
+        tokens = (" <S> ".join(sentences) + " <S>").split()
+        if opening:
+            tokens.insert(0, "<S>")
+    elif convention == "tf":
+        tokens = " ".join(f"<S> {s} <S>" for s in sentences).split()
+    else:
+        raise DataError(f"lm1b convention {convention!r} is not one of {LM1B_CONVENTIONS}.")
+    return vocab.encode(tokens, where=where)
+
+
+def _sentences(path: Path) -> list[str]:
+    out: list[str] = []
+    for block in _read_lines(path):
+        out.extend(s for s in (line.strip() for line in block) if s)
+    if not out:
+        raise DataError(f"{path} holds no sentences: the shard is empty. Replace it with the real file.")
+    return out
+
+
+def read_lm1b(
+    root: Path,
+    convention: str = "pytorch",
+    shuffle_seed: int = 0,
+    train_shards: Sequence[str] = LM1B_TRAIN_SHARDS,
+):
+    """LM1B: training shards (shard order and the sentences in each shard shuffled with ``shuffle_seed``),
+    ``heldout-00000`` as both valid and test (TXL ``getdata.sh``), vocabulary from ``1b_word_vocab.txt``."""
+    if convention not in LM1B_CONVENTIONS:
+        raise DataError(f"lm1b convention {convention!r} is not one of {LM1B_CONVENTIONS}.")
+    root = Path(root)
+    vocab = read_lm1b_vocab(root / LM1B_VOCAB)
+    rng = np.random.default_rng(shuffle_seed)
+    parts = []
+    for k, shard in enumerate(rng.permutation(len(train_shards))):
+        path = root / train_shards[int(shard)]
+        sents = _sentences(path)
+        sents = [sents[i] for i in rng.permutation(len(sents))]
+        parts.append(lm1b_stream(sents, vocab, convention, str(path), opening=k == 0))
+    heldout = root / LM1B_HELDOUT
+    held = lm1b_stream(_sentences(heldout), vocab, convention, str(heldout), opening=True)
+    return vocab, {"train": np.concatenate(parts), "valid": held, "test": held.copy()}
+
+
+# ---------------------------------------------------------------------------------------------- archives
+def _read_zip_member(archive: Path, member: str) -> bytes:
+    try:
+        with zipfile.ZipFile(archive) as z:
+            return z.read(member)
+    except FileNotFoundError as err:
+        raise DataError(f"{archive} is missing; download it or point data.path at a folder holding it.") from err
+    except (zipfile.BadZipFile, KeyError, OSError, EOFError) as err:
+        raise DataError(f"{archive} is corrupt or truncated ({err}); delete it and download it again.") from err
+
+
+def extract_members(archive: Path, wanted: dict[str, str], root: Path) -> None:
+    """Extract ``wanted`` (member path -> destination relative to ``root``) from a zip or tar archive, atomically
+    per file, streaming (the LM1B tarball is 1.7 GB)."""
+    import shutil
+    import tarfile
+
+    root = Path(root)
+    try:
+        if zipfile.is_zipfile(archive):
+            with zipfile.ZipFile(archive) as z:
+                for member, dest in wanted.items():
+                    with z.open(member) as src, atomic_write(root / dest, "wb") as out:
+                        shutil.copyfileobj(src, out, 1 << 20)
+            return
+        with tarfile.open(archive, "r:*") as t:
+            found = set()
+            for info in t:
+                name = os.path.normpath(info.name)
+                if name in wanted and info.isfile():
+                    src = t.extractfile(info)
+                    assert src is not None
+                    with src, atomic_write(root / wanted[name], "wb") as out:
+                        shutil.copyfileobj(src, out, 1 << 20)
+                    found.add(name)
+        missing = sorted(set(wanted) - found)
+        if missing:
+            raise DataError(f"{archive} lacks {', '.join(missing[:3])}; it is not the expected archive.")
+    except (zipfile.BadZipFile, tarfile.TarError, KeyError, EOFError, OSError) as err:
+        raise DataError(f"{archive} is corrupt or truncated ({err}); delete it and download it again.") from err

@@ -1,0 +1,204 @@
+"""Symbol vocabularies for language modelling (word, char, byte), built exactly as the Transformer-XL code does.
+
+Frequency order (TXL spec §4.1): the specials first, then ``Counter.most_common()`` over the counted files, where
+each line is stripped and split on whitespace and end-of-line markers are not counted. Equal counts keep their
+first-occurrence order (Python 3 ``Counter`` plus a stable sort), so the ids are reproducible.
+
+First-appearance order (MoS / AWD-LSTM ``data.py``): ids in the order symbols are first met in train, then
+valid, then test, with ``<eos>`` counted inline at the end of each line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Literal, Sequence
+
+import numpy as np
+
+from genlab.errors import DataError
+from genlab.utils import atomic_write, stable_hash
+
+Order = Literal["frequency", "first_appearance"]
+ORDERS = ("frequency", "first_appearance")
+FORMAT_VERSION = 1
+
+
+@dataclass
+class Vocab:
+    """An ordered list of symbols; id = position. ``unk`` (if set) receives every out-of-vocabulary symbol."""
+
+    symbols: list[str]
+    unk: str | None = None
+    specials: tuple[str, ...] = ()
+    _index: dict[str, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.symbols = list(self.symbols)
+        self.specials = tuple(self.specials)
+        self._index = {s: i for i, s in enumerate(self.symbols)}
+        if len(self._index) != len(self.symbols):
+            dup = next(s for s in self.symbols if self.symbols.count(s) > 1)
+            raise DataError(f"vocabulary has the symbol {dup!r} twice; each symbol must appear once.")
+        if self.unk is not None and self.unk not in self._index:
+            raise DataError(f"vocabulary declares unk={self.unk!r} but does not contain it.")
+
+    # ------------------------------------------------------------------ lookup
+    def __len__(self) -> int:
+        return len(self.symbols)
+
+    def __contains__(self, sym: str) -> bool:
+        return sym in self._index
+
+    def index(self, sym: str) -> int:
+        idx = self._index.get(sym)
+        if idx is None:
+            if self.unk is None:
+                raise KeyError(sym)
+            return self._index[self.unk]
+        return idx
+
+    @property
+    def unk_id(self) -> int | None:
+        return None if self.unk is None else self._index[self.unk]
+
+    def encode(self, tokens: Sequence[str], where: str = "input") -> np.ndarray:
+        """Ids of ``tokens`` as int32 (one dict lookup per token). OOV -> ``unk``, or a DataError without one."""
+        get = self._index.get
+        miss = -1 if self.unk is None else self._index[self.unk]
+        ids = np.fromiter((get(t, miss) for t in tokens), dtype=np.int32, count=len(tokens))
+        if self.unk is None and len(ids) and ids.min() < 0:
+            bad = tokens[int(np.argmin(ids))]
+            raise DataError(
+                f"{where}: symbol {bad!r} is not in the vocabulary ({len(self)} symbols, no unk symbol). "
+                "Build the vocabulary from files that contain it, or use a corpus with a closed vocabulary."
+            )
+        return ids
+
+    def decode(self, ids: Iterable[int]) -> list[str]:
+        return [self.symbols[int(i)] for i in ids]
+
+    # ------------------------------------------------------------------ identity
+    def fingerprint(self) -> str:
+        """Stable hash of the id -> symbol map; differs whenever any id would map to another symbol."""
+        return stable_hash("vocab", FORMAT_VERSION, tuple(self.symbols), self.unk, length=32)
+
+    def save(self, path: str | os.PathLike) -> None:
+        payload = {
+            "format": "genlab.vocab",
+            "version": FORMAT_VERSION,
+            "unk": self.unk,
+            "specials": list(self.specials),
+            "fingerprint": self.fingerprint(),
+            "symbols": self.symbols,
+        }
+        with atomic_write(path, "w") as f:
+            json.dump(payload, f, ensure_ascii=False)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "Vocab":
+        try:
+            with open(path, encoding="utf-8") as f:
+                payload = json.load(f)
+            vocab = cls(payload["symbols"], unk=payload["unk"], specials=tuple(payload["specials"]))
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise DataError(f"cannot read the vocabulary file {path} ({err}); delete it to rebuild it.") from err
+        if payload.get("fingerprint") not in (None, vocab.fingerprint()):
+            raise DataError(f"vocabulary file {path} fails its fingerprint check (edited or corrupt); delete it.")
+        return vocab
+
+    # ------------------------------------------------------------------ building
+    @classmethod
+    def from_counter(
+        cls,
+        counter: Counter,
+        specials: Sequence[str] = (),
+        order: Order = "frequency",
+        min_freq: int = 0,
+        max_size: int | None = None,
+        unk: str | None = None,
+    ) -> "Vocab":
+        """Specials, then the counted symbols (``counter`` must have been filled in corpus order)."""
+        if order not in ORDERS:
+            raise DataError(f"vocab order {order!r} is not one of {ORDERS}.")
+        symbols = list(specials)
+        seen = set(symbols)
+        if order == "frequency":
+            ranked = counter.most_common(max_size)
+        else:
+            ranked = list(counter.items())[:max_size] if max_size else list(counter.items())
+        for sym, cnt in ranked:
+            if cnt < min_freq:
+                if order == "frequency":
+                    break  # most_common is sorted: nothing below passes either
+                continue
+            if sym not in seen:
+                symbols.append(sym)
+                seen.add(sym)
+        return cls(symbols, unk=unk, specials=tuple(specials))
+
+
+def count_lines(lines: Iterable[str], counter: Counter, eos: str | None = None, lower: bool = False) -> int:
+    """Add the whitespace tokens of ``lines`` to ``counter`` (plus ``eos`` per line when given); return #lines."""
+    n = 0
+    for line in lines:
+        toks = (line.lower() if lower else line).split()
+        if eos is not None:
+            toks.append(eos)
+        counter.update(toks)
+        n += 1
+    return n
+
+
+def build_word_vocab(
+    files: Sequence[str | os.PathLike],
+    specials: Sequence[str] = ("<eos>",),
+    order: Order = "frequency",
+    eos: str = "<eos>",
+    unk: str | None = None,
+    min_freq: int = 0,
+    max_size: int | None = None,
+    lower: bool = False,
+) -> Vocab:
+    """Word vocabulary from text files, one whitespace-tokenised line at a time (TXL §4.1 or MoS order)."""
+    counter: Counter = Counter()
+    for path in files:
+        with open(path, encoding="utf-8") as f:
+            # frequency order never counts the <eos> markers; first-appearance order meets them inline
+            count_lines(f, counter, eos=eos if order == "first_appearance" else None, lower=lower)
+    if not counter:
+        raise DataError(f"no tokens in {', '.join(map(str, files))}: the corpus is empty. Check the files.")
+    if unk is not None and unk not in counter and unk not in specials:
+        specials = (*specials, unk)
+    return Vocab.from_counter(counter, specials, order=order, min_freq=min_freq, max_size=max_size, unk=unk)
+
+
+def build_value_vocab(
+    streams: Sequence[np.ndarray], n_values: int, names: Sequence[str], specials: Sequence[str] = ()
+) -> tuple[Vocab, np.ndarray]:
+    """Frequency-ordered vocabulary over small integer symbols (bytes, characters), computed without Python loops.
+
+    ``streams`` hold raw symbol values in [0, n_values) in corpus order and ``names[v]`` is the printed symbol of
+    value v. Ties keep first-occurrence order, as ``Counter.most_common`` does. Returns the vocabulary and the
+    value -> id lookup table (-1 for values never seen).
+    """
+    counts = np.zeros(n_values, dtype=np.int64)
+    first = np.full(n_values, np.iinfo(np.int64).max, dtype=np.int64)
+    offset = 0
+    for s in streams:
+        counts += np.bincount(s, minlength=n_values)[:n_values]
+        values, idx = np.unique(s, return_index=True)  # first position of each value in this stream
+        first[values] = np.minimum(first[values], idx + offset)
+        offset += len(s)
+    seen = np.flatnonzero(counts)
+    if len(seen) == 0:
+        raise DataError("no symbols in the corpus: it is empty. Check the files.")
+    ranked = seen[np.lexsort((first[seen], -counts[seen]))]
+    table = np.full(n_values, -1, dtype=np.int32)
+    table[ranked] = np.arange(len(specials), len(specials) + len(ranked), dtype=np.int32)
+    symbols = list(specials) + [names[v] for v in ranked]
+    return Vocab(symbols, specials=tuple(specials)), table
+
