@@ -19,7 +19,7 @@ import numpy as np
 
 from genlab.data import lm_readers as R
 from genlab.data.sources import package_file
-from genlab.data.wiki_excerpt import Article, excerpt_bytes, iter_articles
+from genlab.data.wiki_excerpt import Article, excerpt_articles, excerpt_bytes
 from genlab.utils import atomic_write
 
 LEE_FILE = "test/test_data/lee_background.cor"
@@ -85,7 +85,7 @@ def build_wikitext_mini(root: Path, train_tokens: int | None = None) -> None:
     ``train_tokens`` caps the training part (WikiText-2 mini); valid and test are the same articles either way.
     """
     root = Path(root)
-    arts = _wikitext_articles(list(iter_articles()))
+    arts = _wikitext_articles(excerpt_articles())
     by_split: dict[str, list] = {"train": [], "valid": [], "test": []}
     n_train = 0
     for i, art in enumerate(arts):
@@ -136,7 +136,7 @@ def ptb_tokenize(sentence: str) -> list[str]:
 def _ptb_sentences() -> dict[str, list[list[str]]]:
     """Tokenised sentences of the excerpt, split by article, rare words -> ``<unk>`` (closed vocabulary)."""
     by_split: dict[str, list[list[str]]] = {"train": [], "valid": [], "test": []}
-    for i, art in enumerate(iter_articles()):
+    for i, art in enumerate(excerpt_articles()):
         for para in art.paragraphs():
             for sent in split_sentences(para):
                 toks = ptb_tokenize(sent)

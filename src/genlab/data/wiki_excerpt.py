@@ -12,6 +12,7 @@ import html
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Iterator
 
@@ -77,6 +78,12 @@ def iter_articles(path: Path | None = None) -> Iterator[Article]:
         blocks = strip_markup(text)
         if any(lvl == 0 for lvl, _ in blocks):
             yield Article(title, tuple(blocks))
+
+
+@lru_cache(maxsize=1)
+def excerpt_articles() -> tuple[Article, ...]:
+    """All articles of the shipped excerpt, parsed once per process (several minis read them)."""
+    return tuple(iter_articles())
 
 
 # ------------------------------------------------------------------------------------------------ markup
