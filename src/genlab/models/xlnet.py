@@ -115,6 +115,10 @@ class XLNetModel(nn.Module):
             raise ConfigError(f"model.empty_row_policy={empty_row_policy!r} is unknown; use 'zero' or 'uniform'")
         if d_model % 2:
             raise ConfigError(f"model.d_model={d_model} must be even (sin/cos halves of the positional table)")
+        # architecture hyper-parameters, kept for checkpoint export (genlab.interop.hf_xlnet)
+        self.arch = dict(vocab_size=vocab_size, n_layer=n_layer, d_model=d_model, n_head=n_head, d_head=d_head,
+                         d_inner=d_inner, ff_activation=ff_activation, untie_r=untie_r, dropout=dropout,
+                         dropatt=dropatt, layer_norm_eps=layer_norm_eps, init_std=init_std)
         self.d_model, self.n_layer, self.init_std = d_model, n_layer, init_std
         self.attn_type, self.bi_data, self.clamp_len = attn_type, bi_data, clamp_len
         self.same_length, self.mem_len = same_length, mem_len
