@@ -26,7 +26,25 @@ MAX_TAG_LEN = 64  # W&B rejects longer tags
 
 
 class FlatWandbLogger(WandbLogger):
-    """WandbLogger whose hyperparameters are flattened to dotted keys, so the runs table can pivot on any key."""
+    """WandbLogger whose hyperparameters are flattened to dotted keys, so the runs table can pivot on any key.
+
+    The run's resolved config.yaml (written by genlab.runs, possibly after this logger is built) is logged flat
+    when the W&B run starts.
+    """
+
+    def __init__(self, *args: Any, config_file: str | Path | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._config_file = Path(config_file) if config_file else None
+        self._config_synced = False
+
+    @property
+    def experiment(self):  # type: ignore[override]
+        exp = WandbLogger.experiment.fget(self)
+        if not self._config_synced and self._config_file is not None and self._config_file.exists():
+            self._config_synced = True
+            flat = flatten_dict(OmegaConf.to_container(OmegaConf.load(self._config_file)))
+            exp.config.update(flat, allow_val_change=True)
+        return exp
 
     @rank_zero_only
     def log_hyperparams(self, params: Any) -> None:
@@ -121,8 +139,6 @@ def make_wandb_logger(
         wandb.run.finish()
     group, run_name, tags = sweep_identity(group, name, list(tags or []), save_dir)
     rid, resuming = run_id(save_dir)
-    config_file = Path(save_dir) / CONFIG_FILE
-    config = flatten_dict(OmegaConf.to_container(OmegaConf.load(config_file))) if config_file.exists() else None
     return FlatWandbLogger(
         project=project,
         group=group,
@@ -132,7 +148,7 @@ def make_wandb_logger(
         id=rid,
         resume="allow" if resuming else None,
         mode=mode,
-        config=config,
+        config_file=Path(save_dir) / CONFIG_FILE,
         job_type="train",
         settings=wandb.Settings(init_timeout=120, silent=True),
     )
