@@ -1,0 +1,154 @@
+"""SentencePiece tokenizer: train (unigram or BPE) from text files, load, encode/decode, identify.
+
+User-defined symbols (e.g. XLNet's ``<eop>``) are always cut out of raw text as one piece; control symbols
+(``<cls>``, ``<sep>``, ``<mask>`` ...) get reserved ids but are never produced from text. A model is identified by
+the sha256 of its serialized proto (:meth:`SentencePieceTokenizer.fingerprint`), so a checkpoint can refuse a
+different tokenizer. ``required_symbols`` are checked on load: a model without them is a clear error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from genlab.errors import DataError
+from genlab.utils import atomic_write
+
+MODEL_TYPES = ("unigram", "bpe")
+
+
+class SentencePieceTokenizer:
+    """A loaded SentencePiece model plus the symbols the caller needs from it."""
+
+    def __init__(self, model_file: str | os.PathLike, required_symbols: Sequence[str] = ()) -> None:
+        import sentencepiece as spm
+
+        self.model_file = Path(model_file)
+        try:
+            proto = self.model_file.read_bytes()
+        except OSError as err:
+            raise DataError(f"cannot read the SentencePiece model {self.model_file} ({err}).") from err
+        self._sp = spm.SentencePieceProcessor()
+        try:
+            self._sp.LoadFromSerializedProto(proto)
+        except (RuntimeError, OSError) as err:
+            raise DataError(
+                f"{self.model_file} is not a SentencePiece model ({err}); point at the .model file written by training."
+            ) from err
+        self._fingerprint = hashlib.sha256(proto).hexdigest()
+        self.check_symbols(required_symbols)
+
+    # ------------------------------------------------------------------ training
+    @classmethod
+    def train(
+        cls,
+        files: Sequence[str | os.PathLike],
+        model_file: str | os.PathLike,
+        vocab_size: int,
+        model_type: str = "unigram",
+        user_defined_symbols: Sequence[str] = (),
+        control_symbols: Sequence[str] = (),
+        character_coverage: float = 1.0,
+        seed: int = 0,
+        **options,
+    ) -> "SentencePieceTokenizer":
+        """Train on ``files`` and write ``model_file`` (and ``.vocab`` beside it) atomically.
+
+        ``options`` go to the SentencePiece trainer unchanged (e.g. ``input_sentence_size``, ``split_digits``).
+        The result requires the user-defined and control symbols it was trained with.
+        """
+        import sentencepiece as spm
+
+        if model_type not in MODEL_TYPES:
+            raise DataError(f"sentencepiece model_type={model_type!r} is not one of {MODEL_TYPES}.")
+        paths = [Path(f) for f in files]
+        missing = [str(p) for p in paths if not p.is_file()]
+        if missing:
+            raise DataError(f"SentencePiece training input {', '.join(missing)} does not exist; pass existing text files.")
+        if not any(_has_text(p) for p in paths):
+            raise DataError(f"SentencePiece training input {', '.join(map(str, paths))} is empty: nothing to learn from.")
+        overlap = set(user_defined_symbols) & set(control_symbols)
+        if overlap:
+            raise DataError(f"symbols {sorted(overlap)} are both user-defined and control symbols; pick one kind.")
+        spm.set_random_generator_seed(seed)  # input sampling / shuffling is seeded, so training is reproducible
+        model = io.BytesIO()
+        try:
+            spm.SentencePieceTrainer.train(
+                input=[str(p) for p in paths],
+                model_writer=model,
+                vocab_size=vocab_size,
+                model_type=model_type,
+                user_defined_symbols=list(user_defined_symbols),
+                control_symbols=list(control_symbols),
+                character_coverage=character_coverage,
+                num_threads=1,
+                minloglevel=2,
+                **options,
+            )
+        except RuntimeError as err:
+            raise DataError(
+                f"SentencePiece training on {', '.join(map(str, paths))} failed: {err}. For 'Vocabulary size too high', "
+                "lower vocab_size or give more text."
+            ) from err
+        model_file = Path(model_file)
+        with atomic_write(model_file, "wb") as f:
+            f.write(model.getvalue())
+        tok = cls(model_file, required_symbols=(*user_defined_symbols, *control_symbols))
+        with atomic_write(model_file.with_suffix(".vocab"), "w") as f:
+            f.writelines(f"{tok.id_to_piece(i)}\t{tok._sp.GetScore(i)}\n" for i in range(len(tok)))
+        return tok
+
+    # ------------------------------------------------------------------ identity and symbols
+    def fingerprint(self) -> str:
+        """sha256 of the serialized model: equal exactly when pieces, scores and normalisation are equal."""
+        return self._fingerprint
+
+    def check_symbols(self, symbols: Iterable[str]) -> None:
+        """Every symbol must be one piece of its own (not the unknown piece)."""
+        missing = [s for s in symbols if self._sp.PieceToId(s) == self._sp.unk_id() and s != self.unk_piece]
+        if missing:
+            raise DataError(
+                f"SentencePiece model {self.model_file} lacks the symbols {missing}. Retrain it with them as "
+                "user_defined_symbols (cut out of text) or control_symbols (ids only)."
+            )
+
+    def piece_to_id(self, piece: str) -> int:
+        return self._sp.PieceToId(piece)
+
+    def id_to_piece(self, i: int) -> str:
+        return self._sp.IdToPiece(i)
+
+    def is_control(self, i: int) -> bool:
+        return self._sp.IsControl(i)
+
+    @property
+    def unk_piece(self) -> str:
+        return self._sp.IdToPiece(self._sp.unk_id())
+
+    @property
+    def unk_id(self) -> int:
+        return self._sp.unk_id()
+
+    def __len__(self) -> int:
+        return self._sp.GetPieceSize()
+
+    # ------------------------------------------------------------------ text
+    def encode(self, text: str | list[str]) -> list[int] | list[list[int]]:
+        return self._sp.Encode(text, out_type=int)
+
+    def encode_pieces(self, text: str | list[str]) -> list[str] | list[list[str]]:
+        return self._sp.Encode(text, out_type=str)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self._sp.Decode(list(map(int, ids)))
+
+
+def _has_text(path: Path) -> bool:
+    with open(path, "rb") as f:
+        while block := f.read(1 << 16):
+            if block.strip():
+                return True
+    return False
