@@ -1,0 +1,217 @@
+"""Pretraining objectives of the XLNet paper and its baselines (spec §2.9, §4, §8).
+
+* :class:`PermutationLMTask` — XLNet permutation LM (two-stream, partial prediction), memory carried across
+  consecutive batches of the same streams, optional NSP head (ablation row 8).
+* :class:`DAETask` — "DAE + Transformer-XL" (ablation row 2): BERT-style corruption on the XLNet backbone's
+  content stream, same streams, memory and bidirectional pipeline, no query stream, no permutation.
+* :class:`MaskedLMTask` — BERT masked LM (+ NSP) on :class:`genlab.models.bert.BertForPretraining`.
+
+Optimisation: the optimiser factory receives parameter groups with the official weight-decay exclusions
+(LayerNorm and biases, but ``r_*_bias`` decayed) and optional layer-wise learning rates (see ``layerwise_lr``).
+Memory handling, per-split evaluation memory and checkpointed memory are those of the LM task.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from genlab.errors import ConfigError
+from genlab.tasks.layerwise_lr import check_mode, param_groups, scale_layer_gradients
+from genlab.tasks.lm import LanguageModelTask, detach
+
+
+class SequenceSummary(nn.Module):
+    """``tanh(W h_last + b)`` on the final content state of ``<cls>`` (last position), then dropout (spec §5.1)."""
+
+    def __init__(self, d_model: int, n_out: int, dropout: float = 0.1):
+        super().__init__()
+        self.summary = nn.Linear(d_model, d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.logits_proj = nn.Linear(d_model, n_out)
+        for lin in (self.summary, self.logits_proj):
+            nn.init.normal_(lin.weight, std=0.02)
+            nn.init.zeros_(lin.bias)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.logits_proj(self.dropout(torch.tanh(self.summary(hidden[:, -1]))))
+
+
+class _PretrainTask(LanguageModelTask):
+    """Shared optimiser wiring (decay exclusions, layer-wise lr) and evaluation bookkeeping."""
+
+    def __init__(self, model: nn.Module, optimizer: Callable[..., torch.optim.Optimizer],
+                 scheduler: Callable[..., dict] | None, monitor: str, monitor_mode: str, weight_decay: float,
+                 layer_decay: float, layer_decay_mode: str, include_embeddings_in_decay: bool):
+        super().__init__(model, optimizer, scheduler, monitor=monitor, monitor_mode=monitor_mode, metric="ppl",
+                         weight_decay=weight_decay)
+        self.layer_decay, self.layer_decay_mode = layer_decay, check_mode(layer_decay_mode)
+        self.include_embeddings_in_decay = include_embeddings_in_decay
+
+    def configure_optimizers(self):
+        probe = self.optimizer_factory([torch.zeros(1, requires_grad=True)])  # read the configured lr
+        lr = probe.defaults["lr"]
+        rate = self.layer_decay if self.layer_decay_mode == "lr_groups" else 1.0
+        optimizer = self.optimizer_factory(param_groups(self, lr, self.weight_decay, rate,
+                                                        include_embeddings=self.include_embeddings_in_decay))
+        if self.scheduler_factory is None:
+            return optimizer
+        return {"optimizer": optimizer, "lr_scheduler": self.scheduler_factory(optimizer)}
+
+    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None):
+        self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
+        if self.layer_decay_mode == "grad_scale":  # official: scale after clipping
+            scale_layer_gradients(self.model, self.layer_decay)
+
+    def _log_eval(self, metric, loss: torch.Tensor, weight: float) -> None:
+        metric.update(loss.detach(), weight=weight)
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        loss, weight = self._objective(batch, train=False)
+        self._log_eval(self.valid_nll, loss, weight)
+
+    def test_step(self, batch: dict, batch_idx: int) -> None:
+        loss, weight = self._objective(batch, train=False)
+        self._log_eval(self.test_nll, loss, weight)
+
+    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+        loss, _ = self._objective(batch, train=True)
+        self.log("train/loss", loss, prog_bar=True)
+        return loss
+
+
+class _MemoryMixin:
+    """XLNet memory across consecutive batches: zeros of full mem_len at the start (``mem_init=zeros``, official)
+    or empty (``none``); never reset inside a pass (spec §3.2); evaluation splits use their own memory."""
+
+    def _memory(self, train: bool, batch_size: int, device: torch.device):
+        memory = self._train_memory if train else self._eval_memory
+        backbone = getattr(self.model, "transformer", self.model)
+        if memory is None and self.mem_init == "zeros" and getattr(backbone, "mem_len", 0) > 0:
+            memory = backbone.init_memory(batch_size, device)
+        return memory
+
+    def _keep(self, train: bool, memory) -> None:
+        if train:
+            self._train_memory = detach(memory)
+        else:
+            self._eval_memory = detach(memory)
+
+
+def _check_mem_init(mem_init: str) -> str:
+    if mem_init not in ("zeros", "none"):
+        raise ConfigError(f"task.mem_init={mem_init!r} must be 'zeros' or 'none'.")
+    return mem_init
+
+
+class PermutationLMTask(_MemoryMixin, _PretrainTask):
+    """Loss = mean CE over real prediction slots (``Σ CE·target_mask / Σ target_mask``) [+ nsp_weight · NSP CE]."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        optimizer: Callable[..., torch.optim.Optimizer],
+        scheduler: Callable[..., dict] | None = None,
+        monitor: str = "valid/loss",
+        monitor_mode: str = "min",
+        weight_decay: float = 0.01,
+        reuse_len: int = 256,
+        mem_init: str = "zeros",
+        nsp_weight: float = 0.0,
+        layer_decay: float = 1.0,
+        layer_decay_mode: str = "lr_groups",
+        include_embeddings_in_decay: bool = False,
+    ):
+        super().__init__(model, optimizer, scheduler, monitor, monitor_mode, weight_decay, layer_decay,
+                         layer_decay_mode, include_embeddings_in_decay)
+        self.reuse_len, self.mem_init, self.nsp_weight = reuse_len, _check_mem_init(mem_init), nsp_weight
+        self.nsp_head = SequenceSummary(model.transformer.d_model, 2) if nsp_weight > 0 else None
+
+    def _objective(self, batch: dict, train: bool) -> tuple[torch.Tensor, float]:
+        ids = batch["input_ids"]
+        memory = self._memory(train, ids.shape[0], ids.device)
+        out = self.model(ids, batch["token_type_ids"], None, batch["perm_mask"], batch["target_mapping"], memory,
+                         self.reuse_len)
+        self._keep(train, out.memory)
+        mask = batch["target_mask"]
+        ce = F.cross_entropy(out.logits.flatten(0, 1).float(), batch["target"].flatten(), reduction="none")
+        n = mask.sum()
+        loss = (ce * mask.flatten()).sum() / n.clamp_min(1.0)
+        if self.nsp_head is not None:
+            nsp = F.cross_entropy(self.nsp_head(out.hidden).float(), batch["nsp_label"])
+            self.log(f"{'train' if train else 'valid'}/nsp_loss", nsp)
+            if train:
+                return loss + self.nsp_weight * nsp, float(n)
+        return loss, float(n)
+
+
+class DAETask(_MemoryMixin, _PretrainTask):
+    """Mean CE at the corrupted positions from the last content-stream layer through the tied softmax."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        optimizer: Callable[..., torch.optim.Optimizer],
+        scheduler: Callable[..., dict] | None = None,
+        monitor: str = "valid/loss",
+        monitor_mode: str = "min",
+        weight_decay: float = 0.01,
+        reuse_len: int = 256,
+        mem_init: str = "zeros",
+        layer_decay: float = 1.0,
+        layer_decay_mode: str = "lr_groups",
+        include_embeddings_in_decay: bool = False,
+    ):
+        super().__init__(model, optimizer, scheduler, monitor, monitor_mode, weight_decay, layer_decay,
+                         layer_decay_mode, include_embeddings_in_decay)
+        self.reuse_len, self.mem_init = reuse_len, _check_mem_init(mem_init)
+
+    def _objective(self, batch: dict, train: bool) -> tuple[torch.Tensor, float]:
+        ids = batch["input_ids"]
+        memory = self._memory(train, ids.shape[0], ids.device)
+        out = self.model.transformer(ids, batch["token_type_ids"], None, batch["perm_mask"], None, memory,
+                                     self.reuse_len)
+        self._keep(train, out.memory)
+        sel = batch["labels"] != -100
+        logits = self.model.lm_loss(out.output[sel])  # only the selected positions go through the softmax
+        return F.cross_entropy(logits.float(), batch["labels"][sel]), float(sel.sum())
+
+
+class MaskedLMTask(_PretrainTask):
+    """BERT: mean CE over the chosen positions + ``nsp_weight`` · NSP CE (0 = the "no NSP" variant)."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        optimizer: Callable[..., torch.optim.Optimizer],
+        scheduler: Callable[..., dict] | None = None,
+        monitor: str = "valid/loss",
+        monitor_mode: str = "min",
+        weight_decay: float = 0.01,
+        nsp_weight: float = 1.0,
+        layer_decay: float = 1.0,
+        layer_decay_mode: str = "lr_groups",
+        include_embeddings_in_decay: bool = False,
+    ):
+        super().__init__(model, optimizer, scheduler, monitor, monitor_mode, weight_decay, layer_decay,
+                         layer_decay_mode, include_embeddings_in_decay)
+        self.nsp_weight = nsp_weight
+
+    def _objective(self, batch: dict, train: bool) -> tuple[torch.Tensor, float]:
+        out = self.model(batch["input_ids"], batch["token_type_ids"], batch.get("attention_mask"))
+        sel = batch["labels"] != -100
+        mlm = F.cross_entropy(self.model.mlm_logits(out.hidden[sel]).float(), batch["labels"][sel])
+        if self.nsp_weight > 0:
+            nsp = F.cross_entropy(self.model.nsp_logits(out.pooled).float(), batch["nsp_label"])
+            self.log(f"{'train' if train else 'valid'}/nsp_loss", nsp)
+            if train:
+                return mlm + self.nsp_weight * nsp, float(sel.sum())
+        return mlm, float(sel.sum())
+
+
+def masked_fraction(batch: dict[str, Any], mask_id: int = 6) -> float:
+    """Share of input positions holding ``<mask>`` (C27: ≈12% for BERT, 0 for XLNet)."""
+    return float((batch["input_ids"] == mask_id).float().mean())
