@@ -316,3 +316,22 @@ def test_padding_has_no_effect_on_real_positions():
     ids2[0, :3] = torch.tensor([1, 2, 3])
     b = model(ids2, input_mask=pad).hidden
     assert torch.equal(a[0, 3:], b[0, 3:])
+
+
+# --- configs ----------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name,expected", [("xlnet_base", 116_750_336), ("xlnet_large", 360_300_800),
+                                           ("xlnet_base_bert_comparable", 116_750_336), ("xlnet_tiny", None)])
+def test_model_configs_instantiate(name, expected):
+    from pathlib import Path
+
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.load(Path(__file__).parents[2] / "conf" / "model" / f"{name}.yaml")
+    assert "vocab_size" not in cfg  # comes from the data module
+    with torch.device("meta"):
+        model = instantiate(cfg, vocab_size=32000)
+    assert isinstance(model, XLNetLMHeadModel)
+    if expected is not None:
+        assert count_params(model) == expected

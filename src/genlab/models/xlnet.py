@@ -273,9 +273,34 @@ class XLNetModel(nn.Module):
 class XLNetLMHeadModel(nn.Module):
     """XLNet backbone + tied softmax ``logits = dropout(g or h) Eᵀ + b`` (spec §2.9)."""
 
-    def __init__(self, vocab_size: int, **backbone: object) -> None:
+    def __init__(
+        self,
+        vocab_size: int,
+        n_layer: int = 12,
+        d_model: int = 768,
+        n_head: int = 12,
+        d_head: int = 64,
+        d_inner: int = 3072,
+        ff_activation: str = "gelu_tanh",
+        untie_r: bool = True,
+        dropout: float = 0.1,
+        dropatt: float = 0.1,
+        ff_inner_dropout: float | None = None,
+        init_std: float = 0.02,
+        layer_norm_eps: float = 1e-12,
+        attn_type: str = "bi",
+        bi_data: bool = False,
+        clamp_len: int = -1,
+        same_length: bool = False,
+        mem_len: int = 0,
+        empty_row_policy: str = "zero",
+    ) -> None:
         super().__init__()
-        self.transformer = XLNetModel(vocab_size, **backbone)  # type: ignore[arg-type]
+        self.transformer = XLNetModel(
+            vocab_size, n_layer, d_model, n_head, d_head, d_inner, ff_activation, untie_r, dropout, dropatt,
+            ff_inner_dropout, init_std, layer_norm_eps, attn_type, bi_data, clamp_len, same_length, mem_len,
+            empty_row_policy,
+        )
         self.lm_loss = nn.Linear(self.transformer.d_model, vocab_size, bias=True)
         self.lm_loss.weight = self.transformer.word_embedding.weight  # tied (same tensor)
         nn.init.zeros_(self.lm_loss.bias)
