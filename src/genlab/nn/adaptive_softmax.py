@@ -3,7 +3,8 @@
 Head = bin-0 words followed by one column per tail cluster, in natural order: tail bin i (1-based) uses
 head column c1 + i - 1, i.e. ``cluster_weight`` row i - 1 (TF and HF order; the official PyTorch code
 reverses the rows). log p(w in bin i) = log_softmax(head)[cluster_i] + log_softmax(tail_i)[w - start_i].
-Output projections act as h -> h @ P_i (P_i is [d_model, d_i]). All log-probabilities are fp32.
+Output projections act as h -> h @ P_i (P_i is [d_model, d_i]). Log-probabilities are fp32 (fp64 for fp64
+models), also under bf16/fp16 autocast.
 """
 
 from __future__ import annotations
@@ -67,11 +68,12 @@ class ProjectedAdaptiveLogSoftmax(nn.Module):
         return w, b
 
     def _log_softmax(self, h: Tensor, i: int) -> Tensor:
-        """fp32 log-softmax of bin i's logits (bin 0 includes the cluster columns)."""
+        """Log-softmax of bin i's logits in at least fp32 (bin 0 includes the cluster columns)."""
         w, b = self._bin_params(i)
         p = self.proj(i)
         x = h if p is None else h @ p
-        return F.linear(x, w, b).float().log_softmax(dim=-1)
+        logits = F.linear(x, w, b)
+        return logits.to(torch.promote_types(logits.dtype, torch.float32)).log_softmax(dim=-1)
 
     def log_prob(self, h: Tensor) -> Tensor:
         """Full table [N, V] of fp32 log-probabilities."""
@@ -86,7 +88,7 @@ class ProjectedAdaptiveLogSoftmax(nn.Module):
         head = self._log_softmax(h, 0)
         if self.n_clusters == 0:
             return -head.gather(1, target[:, None]).squeeze(1)
-        nll = torch.empty(target.shape, dtype=torch.float32, device=h.device)
+        nll = torch.empty(target.shape, dtype=head.dtype, device=h.device)
         in_head = target < self.shortlist
         idx = in_head.nonzero(as_tuple=True)[0]
         nll[idx] = -head[idx].gather(1, target[idx, None]).squeeze(1)

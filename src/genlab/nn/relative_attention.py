@@ -86,8 +86,9 @@ def _attend(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, dropatt: float, train
 
 
 def _masked_bias(pos_scores: Tensor, mask: Tensor) -> Tensor:
-    """fp32 additive bias: the position scores with -inf where ``mask`` blocks."""
-    return pos_scores.float().masked_fill(mask, float("-inf"))
+    """Additive bias in at least fp32 (fp64 stays fp64): the position scores with -inf where ``mask`` blocks."""
+    dtype = torch.promote_types(pos_scores.dtype, torch.float32)
+    return pos_scores.to(dtype).masked_fill(mask, float("-inf"))
 
 
 class _AttentionBlock(nn.Module):
@@ -135,17 +136,30 @@ class RelPartialLearnableAttention(_AttentionBlock):
         else:
             self.u = self.v = None
 
+    def _position_scores(self, q: Tensor, r: Tensor, v: Tensor) -> Tensor:
+        """Scaled (b)+(d) terms: rel_shift((q+v)·W_{k,R} R^T), one matmul over the K distinct distances."""
+        rk = self.r_net(r).view(-1, self.n_head, self.d_head).transpose(0, 1)  # [H, K, dh]
+        return rel_shift(torch.matmul(q + v[:, None, :], rk.transpose(-1, -2))) * self.scale
+
     def forward(self, h: Tensor, r: Tensor, mask: Tensor, mem: Tensor | None = None,
                 u: Tensor | None = None, v: Tensor | None = None) -> Tensor:
         """h [B, L, d]; r [K, d] position embeddings (distances K-1..0); mask [L, K] bool; mem [B, M_cur, d]."""
         u = self.u if self.u is not None else u
         v = self.v if self.v is not None else v
         q, k, val = self._project(h, mem)  # [B, H, L|K, dh]
-        rk = self.r_net(r).view(-1, self.n_head, self.d_head).transpose(0, 1)  # [H, K, dh]
-        bd = rel_shift(torch.matmul(q + v[:, None, :], rk.transpose(-1, -2))) * self.scale
-        bias = _masked_bias(bd, mask)
+        bias = _masked_bias(self._position_scores(q, r, v), mask)
         # SDPA scales (q+u)·k by 1/sqrt(dh); bd was scaled above, so the sum is scaled once (spec §2.3).
         return self._finish(h, _attend(q + u[:, None, :], k, val, bias, self.dropatt, self.training))
+
+    def scores(self, h: Tensor, r: Tensor, mask: Tensor, mem: Tensor | None = None,
+               u: Tensor | None = None, v: Tensor | None = None) -> Tensor:
+        """The pre-softmax scores [B, H, L, K] (fp32, or fp64 for an fp64 module) of ``forward`` (-inf where masked), for tests and analysis."""
+        u = self.u if self.u is not None else u
+        v = self.v if self.v is not None else v
+        q, k, _ = self._project(h, mem)
+        ac = torch.matmul(q + u[:, None, :], k.transpose(-1, -2)) * self.scale
+        return _masked_bias(ac.float() + self._position_scores(q, r, v).float() if ac.dtype != torch.float64
+                            else ac + self._position_scores(q, r, v), mask)
 
 
 class ShawRelativeAttention(_AttentionBlock):
