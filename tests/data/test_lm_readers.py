@@ -181,6 +181,11 @@ def _lm1b(root, shards):
 SHARDS = [["the cat .", "the dog", "cat"], ["dog dog .", "the"], ["cat the dog ."]]
 
 
+def _read_lm1b(*args, **kwargs):
+    vocab, splits = R.read_lm1b(*args, **kwargs)
+    return vocab, {s: R.materialize(v) for s, v in splits.items()}
+
+
 def _targets_per_sentence(ids, vocab):
     """Split the (input -> target) pairs of a stream at <S> targets: each chunk is one sentence's targets."""
     toks = vocab.decode(ids)
@@ -190,7 +195,7 @@ def _targets_per_sentence(ids, vocab):
 
 def test_lm1b_pytorch_convention_scores_each_sentence_once_and_never_s_to_s(tmp_path):
     names = _lm1b(tmp_path, SHARDS)
-    vocab, splits = R.read_lm1b(tmp_path, "pytorch", 0, train_shards=names)
+    vocab, splits = _read_lm1b(tmp_path, "pytorch", 0, train_shards=names)
     toks, pairs = _targets_per_sentence(splits["train"], vocab)
     assert ("<S>", "<S>") not in pairs
     n_sent = sum(len(s) for s in SHARDS)
@@ -206,7 +211,7 @@ def test_lm1b_pytorch_convention_scores_each_sentence_once_and_never_s_to_s(tmp_
 
 def test_lm1b_tf_convention_also_scores_s_to_s(tmp_path):
     names = _lm1b(tmp_path, SHARDS)
-    vocab, splits = R.read_lm1b(tmp_path, "tf", 0, train_shards=names)
+    vocab, splits = _read_lm1b(tmp_path, "tf", 0, train_shards=names)
     toks, pairs = _targets_per_sentence(splits["train"], vocab)
     n_sent = sum(len(s) for s in SHARDS)
     assert pairs.count(("<S>", "<S>")) == n_sent - 1
@@ -215,9 +220,9 @@ def test_lm1b_tf_convention_also_scores_s_to_s(tmp_path):
 
 def test_lm1b_shuffle_seed_and_heldout(tmp_path):
     names = _lm1b(tmp_path, [[f"the cat {'dog ' * i}." for i in range(30)]] * 2)
-    v, a = R.read_lm1b(tmp_path, "pytorch", 0, train_shards=names)
-    _, b = R.read_lm1b(tmp_path, "pytorch", 0, train_shards=names)
-    _, c = R.read_lm1b(tmp_path, "pytorch", 1, train_shards=names)
+    v, a = _read_lm1b(tmp_path, "pytorch", 0, train_shards=names)
+    _, b = _read_lm1b(tmp_path, "pytorch", 0, train_shards=names)
+    _, c = _read_lm1b(tmp_path, "pytorch", 1, train_shards=names)
     assert np.array_equal(a["train"], b["train"])
     assert not np.array_equal(a["train"], c["train"])
     assert sorted(a["train"].tolist()) == sorted(c["train"].tolist())
@@ -284,3 +289,32 @@ def test_load_lm_corpus_rejects_unknown_names_and_options(tmp_path):
 def test_load_lm_corpus_missing_path_names_files_and_fix(tmp_path):
     with pytest.raises(DataError, match=r"(?s)lacks wiki.train.tokens.*data\.path=.*data\.source=mini"):
         load_lm_corpus("wikitext103", "path", str(tmp_path), cache_dir=tmp_path)
+
+
+def test_lm1b_through_load_lm_corpus_streams_train_into_the_cache(tmp_path):
+    data = tmp_path / "lm1b"
+    data.mkdir()
+    shards = [[f"the cat {'dog ' * (i % 4)}." for i in range(k, k + 3)] for k in range(99)]
+    _lm1b(data, shards)
+    c = load_lm_corpus("lm1b", "path", str(data), cache_dir=tmp_path / "cache", shuffle_seed=3)
+    vocab, ref = _read_lm1b(data, "pytorch", 3)
+    assert c.vocab.symbols == vocab.symbols
+    assert all(np.array_equal(c.splits[s], ref[s]) for s in R.SPLITS)
+    assert len(c.splits["train"]) == sum(len(s.split()) + 1 for shard in shards for s in shard) + 1
+
+
+def test_chunked_parsing_matches_whole_file_parsing(tmp_path, monkeypatch):
+    rng = np.random.default_rng(5)
+    data = bytes(rng.integers(0, 256, size=3000).astype(np.uint8))
+    _enwik8_zip(tmp_path, data)
+    monkeypatch.setattr(R, "PARSE_CHUNK_BYTES", 7)  # chunks cut right next to every kind of boundary
+    R.prepare_enwik8(tmp_path, n_test=500)
+    got = [R.parse_decimal_bytes(tmp_path / f"{s}.txt", keep_newlines=True) for s in R.SPLITS]
+    assert bytes(np.concatenate(got).astype(np.uint8)) == data
+    letters = np.frombuffer(b" abcdefghijklmnopqrstuvwxyz", dtype=np.uint8)
+    text = bytes(letters[rng.integers(0, 27, size=3000)]).replace(b"  ", b" ")
+    with zipfile.ZipFile(tmp_path / "text8.zip", "w") as z:
+        z.writestr("text8", text)
+    R.prepare_text8(tmp_path, n_test=400)
+    train = R.parse_text8_chars(tmp_path / "train.txt")
+    assert bytes(train.astype(np.uint8)) == text[:-800].strip().replace(b" ", b"_")

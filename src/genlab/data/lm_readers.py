@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import zipfile
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -122,7 +122,8 @@ def prepare_enwik8(root: Path, n_test: int = 5_000_000, archive: str = "enwik8.z
     parts = {"train": raw[:n_train], "valid": raw[n_train : n_train + n_valid], "test": raw[n_train + n_valid :]}
     for split, part in parts.items():
         with atomic_write(root / f"{split}.txt", "wb") as f:
-            f.write(bytes_to_decimal_text(part))
+            for k in range(0, len(part), PARSE_CHUNK_BYTES):  # bounded memory on the 90M-byte train part
+                f.write((b" " if k else b"") + bytes_to_decimal_text(part[k : k + PARSE_CHUNK_BYTES]))
 
 
 def bytes_to_decimal_text(part: np.ndarray) -> bytes:
@@ -140,40 +141,72 @@ def bytes_to_decimal_text(part: np.ndarray) -> bytes:
     return out.tobytes()
 
 
+PARSE_CHUNK_BYTES = 1 << 23
+
+
+def _separated_chunks(path: Path, chunk: int | None = None) -> Iterable[tuple[int, np.ndarray]]:
+    """(file offset, bytes) pieces of ``path`` that each end at a space or newline (or at the end of the file), so
+    no symbol is cut in two; memory stays at one piece whatever the file size."""
+    chunk = chunk or PARSE_CHUNK_BYTES
+    offset, carry = 0, b""
+    try:
+        with open(path, "rb") as f:
+            while True:
+                block = f.read(chunk)
+                data = carry + block
+                if not block:
+                    if data:
+                        yield offset, np.frombuffer(data, dtype=np.uint8)
+                    return
+                cut = max(data.rfind(b" "), data.rfind(b"\n")) + 1
+                if cut == 0:
+                    carry = data
+                    continue
+                yield offset, np.frombuffer(data[:cut], dtype=np.uint8)
+                offset += cut
+                carry = data[cut:]
+    except OSError as err:
+        raise DataError(f"cannot read {path} ({err}).") from err
+
+
 def parse_decimal_bytes(path: Path, keep_newlines: bool = False) -> np.ndarray:
     """Decimal byte values of an enwik8-format file, in order; a newline becomes byte 10 only if ``keep_newlines``.
 
     The official pipeline reads line by line without ``<eos>``, so newline bytes are dropped (TXL P12).
     """
-    buf = np.fromfile(path, dtype=np.uint8)
+    parts = [_parse_decimal_chunk(buf, off, path, keep_newlines) for off, buf in _separated_chunks(Path(path))]
+    values = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int16)
+    return _non_empty(values, path)
+
+
+def _parse_decimal_chunk(buf: np.ndarray, offset: int, path: Path, keep_newlines: bool) -> np.ndarray:
     digit = (buf >= 48) & (buf <= 57)
     sep = (buf == 32) | (buf == 10) | (buf == 13)
     if not np.all(digit | sep):
         pos = int(np.flatnonzero(~(digit | sep))[0])
         raise DataError(
-            f"{path} is not in enwik8 format: byte offset {pos} holds {bytes(buf[pos:pos + 1])!r}; expected decimal "
-            "byte values separated by spaces. Re-create it from enwik8.zip (data.source=download prepares it)."
+            f"{path} is not in enwik8 format: byte offset {offset + pos} holds {bytes(buf[pos:pos + 1])!r}; expected "
+            "decimal byte values separated by spaces. Re-create it from enwik8.zip (data.source=download prepares it)."
         )
     prev = np.concatenate(([False], digit[:-1]))
     nxt = np.concatenate((digit[1:], [False]))
     start = np.flatnonzero(digit & ~prev)
     end = np.flatnonzero(digit & ~nxt) + 1
     if np.any(end - start > 3):
-        raise DataError(f"{path}: a number longer than 3 digits at byte {int(start[np.argmax(end - start > 3)])}.")
+        raise DataError(f"{path}: a number longer than 3 digits at byte {offset + int(start[np.argmax(end - start > 3)])}.")
     # value of each run: digits weighted by 10^(distance to the run end)
-    d = buf.astype(np.int64) - 48
-    value = np.zeros(len(start), dtype=np.int64)
+    value = np.zeros(len(start), dtype=np.int16)
     for k in range(3):
         pos = end - 1 - k
         ok = pos >= start
-        value[ok] += d[pos[ok]] * 10**k
+        value[ok] += (buf[pos[ok]].astype(np.int16) - 48) * 10**k
     if np.any(value > 255):
         raise DataError(f"{path}: value {int(value.max())} is not a byte (0-255); the file is corrupt.")
     if keep_newlines:
         nl = np.flatnonzero(buf == 10)
         order = np.argsort(np.concatenate((start, nl)), kind="stable")
-        value = np.concatenate((value, np.full(len(nl), 10, dtype=np.int64)))[order]
-    return _non_empty(value.astype(np.int16), path)
+        value = np.concatenate((value, np.full(len(nl), 10, dtype=np.int16)))[order]
+    return value
 
 
 def read_enwik8(root: Path, keep_newlines: bool = False):
@@ -206,20 +239,25 @@ def prepare_text8(root: Path, n_test: int = 5_000_000, archive: str = "text8.zip
 
 def parse_text8_chars(path: Path) -> np.ndarray:
     """Characters of a prepared text8 file (single characters separated by spaces), as byte values."""
-    buf = np.fromfile(path, dtype=np.uint8)
+    parts = [_parse_text8_chunk(buf, off, path) for off, buf in _separated_chunks(Path(path))]
+    return _non_empty(np.concatenate(parts) if parts else np.zeros(0, dtype=np.int16), path)
+
+
+_TEXT8_ALLOWED = np.zeros(256, dtype=bool)
+_TEXT8_ALLOWED[np.frombuffer(TEXT8_ALPHABET.encode(), dtype=np.uint8)] = True
+
+
+def _parse_text8_chunk(buf: np.ndarray, offset: int, path: Path) -> np.ndarray:
     is_sep = (buf == 32) | (buf == 10)
-    sym = buf[~is_sep]
     lone = ~is_sep & np.concatenate(([True], is_sep[:-1])) & np.concatenate((is_sep[1:], [True]))
-    allowed = np.zeros(256, dtype=bool)
-    allowed[np.frombuffer(TEXT8_ALPHABET.encode(), dtype=np.uint8)] = True
-    bad = ~is_sep & (~lone | ~allowed[buf])
+    bad = ~is_sep & (~lone | ~_TEXT8_ALLOWED[buf])
     if bad.any():
         pos = int(np.flatnonzero(bad)[0])
         raise DataError(
-            f"{path} is not in prepared text8 format at byte {pos} ({bytes(buf[pos:pos + 8])!r}): expected single "
-            "characters a-z or '_' separated by spaces. Re-create it from text8.zip (data.source=download)."
+            f"{path} is not in prepared text8 format at byte {offset + pos} ({bytes(buf[pos:pos + 8])!r}): expected "
+            "single characters a-z or '_' separated by spaces. Re-create it from text8.zip (data.source=download)."
         )
-    return _non_empty(sym.astype(np.int16), path)
+    return buf[~is_sep].astype(np.int16)
 
 
 def read_text8(root: Path):
@@ -285,21 +323,35 @@ def read_lm1b(
     train_shards: Sequence[str] = LM1B_TRAIN_SHARDS,
 ):
     """LM1B: training shards (shard order and the sentences in each shard shuffled with ``shuffle_seed``),
-    ``heldout-00000`` as both valid and test (TXL ``getdata.sh``), vocabulary from ``1b_word_vocab.txt``."""
+    ``heldout-00000`` as both valid and test (TXL ``getdata.sh``), vocabulary from ``1b_word_vocab.txt``.
+
+    ``train`` is an iterator of per-shard id arrays (see :func:`materialize`); valid and test are arrays.
+    """
     if convention not in LM1B_CONVENTIONS:
         raise DataError(f"lm1b convention {convention!r} is not one of {LM1B_CONVENTIONS}.")
     root = Path(root)
     vocab = read_lm1b_vocab(root / LM1B_VOCAB)
-    rng = np.random.default_rng(shuffle_seed)
-    parts = []
-    for k, shard in enumerate(rng.permutation(len(train_shards))):
-        path = root / train_shards[int(shard)]
-        sents = _sentences(path)
-        sents = [sents[i] for i in rng.permutation(len(sents))]
-        parts.append(lm1b_stream(sents, vocab, convention, str(path), opening=k == 0))
+    missing = [s for s in train_shards if not (root / s).is_file()]
+    if missing:
+        raise DataError(f"LM1B training shard {root / missing[0]} is missing ({len(missing)} missing); re-extract them.")
+
+    def train_stream() -> Iterator[np.ndarray]:
+        """One shard at a time (0.8B tokens do not need to sit in memory twice)."""
+        rng = np.random.default_rng(shuffle_seed)
+        for k, shard in enumerate(rng.permutation(len(train_shards))):
+            path = root / train_shards[int(shard)]
+            sents = _sentences(path)
+            sents = [sents[i] for i in rng.permutation(len(sents))]
+            yield lm1b_stream(sents, vocab, convention, str(path), opening=k == 0)
+
     heldout = root / LM1B_HELDOUT
     held = lm1b_stream(_sentences(heldout), vocab, convention, str(heldout), opening=True)
-    return vocab, {"train": np.concatenate(parts), "valid": held, "test": held.copy()}
+    return vocab, {"train": train_stream(), "valid": held, "test": held.copy()}
+
+
+def materialize(ids: np.ndarray | Iterable[np.ndarray]) -> np.ndarray:
+    """A split as one array, whether the reader returned an array or a stream of chunks."""
+    return ids if isinstance(ids, np.ndarray) else np.concatenate(list(ids))
 
 
 # ---------------------------------------------------------------------------------------------- archives

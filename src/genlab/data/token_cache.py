@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import struct
 import tempfile
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -41,7 +42,7 @@ def load_or_build(
     cache_root: Path,
     dataset: str,
     key: str,
-    build: Callable[[], tuple[Vocab, dict[str, np.ndarray]]],
+    build: Callable[[], tuple[Vocab, Mapping[str, np.ndarray | Iterable[np.ndarray]]]],
 ) -> tuple[Vocab, dict[str, np.ndarray], Path]:
     """Return (vocab, memory-mapped splits, entry folder), building the entry with ``build()`` when absent."""
     entry = Path(cache_root) / "tokens" / f"{dataset}-{key}"
@@ -55,17 +56,13 @@ def _write_entry(entry: Path, vocab: Vocab, splits: dict[str, np.ndarray]) -> No
     entry.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=entry.parent, prefix=f".{entry.name}."))
     try:
-        for split, ids in splits.items():
-            ids = np.ascontiguousarray(ids, dtype=np.int32)
-            if ids.size and (ids.min() < 0 or ids.max() >= len(vocab)):
-                raise RuntimeError(f"{split}: ids outside [0, {len(vocab)}) (reader bug)")
-            np.save(tmp / f"{split}.npy", ids)
+        lengths = {split: _save_ids(tmp / f"{split}.npy", ids, len(vocab)) for split, ids in splits.items()}
         vocab.save(tmp / "vocab.json")
         meta = {
             "format": CACHE_FORMAT,
             "vocab_size": len(vocab),
             "vocab_fingerprint": vocab.fingerprint(),
-            "splits": {s: int(len(v)) for s, v in splits.items()},
+            "splits": lengths,
         }
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1))  # written last: marks the entry complete
         try:
@@ -75,6 +72,34 @@ def _write_entry(entry: Path, vocab: Vocab, splits: dict[str, np.ndarray]) -> No
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+NPY_HEADER_BYTES = 128
+
+
+def _npy_header(n: int) -> bytes:
+    """A version-1.0 .npy header for a 1-D little-endian int32 array of length ``n``, padded to a fixed size so
+    the data can be streamed first and the length filled in afterwards."""
+    fields = "{'descr': '<i4', 'fortran_order': False, 'shape': (%d,), }" % n
+    header = fields.ljust(NPY_HEADER_BYTES - 10 - 1) + "\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode("latin1")
+
+
+def _save_ids(path: Path, ids: np.ndarray | Iterable[np.ndarray], vocab_size: int) -> int:
+    """Write ids (one array or a stream of chunks) as an int32 .npy file; return the length."""
+    chunks = (ids,) if isinstance(ids, np.ndarray) else ids
+    n = 0
+    with open(path, "wb") as f:
+        f.write(b"\0" * NPY_HEADER_BYTES)
+        for chunk in chunks:
+            chunk = np.ascontiguousarray(chunk, dtype="<i4")
+            if chunk.size and (chunk.min() < 0 or chunk.max() >= vocab_size):
+                raise RuntimeError(f"{path.name}: ids outside [0, {vocab_size}) (reader bug)")
+            f.write(chunk.tobytes())
+            n += len(chunk)
+        f.seek(0)
+        f.write(_npy_header(n))
+    return n
 
 
 def _read_entry(entry: Path) -> tuple[Vocab, dict[str, np.ndarray], Path]:

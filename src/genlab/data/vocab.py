@@ -14,6 +14,7 @@ import json
 import os
 from collections import Counter
 from dataclasses import dataclass, field
+from itertools import repeat
 from pathlib import Path
 from typing import Iterable, Literal, Sequence
 
@@ -67,9 +68,8 @@ class Vocab:
 
     def encode(self, tokens: Sequence[str], where: str = "input") -> np.ndarray:
         """Ids of ``tokens`` as int32 (one dict lookup per token). OOV -> ``unk``, or a DataError without one."""
-        get = self._index.get
         miss = -1 if self.unk is None else self._index[self.unk]
-        ids = np.fromiter((get(t, miss) for t in tokens), dtype=np.int32, count=len(tokens))
+        ids = np.array(list(map(self._index.get, tokens, repeat(miss))), dtype=np.int32)
         if self.unk is None and len(ids) and ids.min() < 0:
             bad = tokens[int(np.argmin(ids))]
             raise DataError(
