@@ -21,7 +21,7 @@ WT_TRAIN = " \n = Title = \n \n a b a @-@ c , <unk> \n \n = = Sec = = \n \n b a 
 
 
 # ------------------------------------------------------------------------------------------------ WikiText
-def test_wt103_appends_eos_to_blank_lines_too(tmp_path):
+def test_c17_wt103_appends_eos_to_blank_lines_too(tmp_path):
     _wikitext(tmp_path, WT_TRAIN)
     vocab, splits = R.read_wikitext(tmp_path)
     train = vocab.decode(splits["train"])
@@ -101,7 +101,7 @@ def test_enwik8_prepare_writes_decimal_bytes_and_splits(tmp_path):
         assert (tmp_path / f"{split}.txt").read_text() == expected
 
 
-def test_enwik8_newline_flag(tmp_path):
+def test_c17_enwik8_newline_flag(tmp_path):
     """C17: keep_newlines=False reproduces the official stream (newline bytes dropped)."""
     data = b"<page>\nA & B\n\n\xc3\xa9</page>" * 3
     _enwik8_zip(tmp_path, data)
@@ -141,7 +141,7 @@ def test_enwik8_truncated_zip(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------ text8
-def test_text8_maps_space_to_underscore_and_has_27_symbols(tmp_path):
+def test_c17_text8_maps_space_to_underscore_and_has_27_symbols(tmp_path):
     alphabet = "abcdefghijklmnopqrstuvwxyz"
     text = (" " + " ".join(alphabet[i:] + alphabet[:i] for i in range(26))) * 4
     with zipfile.ZipFile(tmp_path / "text8.zip", "w") as z:
@@ -193,7 +193,7 @@ def _targets_per_sentence(ids, vocab):
     return toks, pairs
 
 
-def test_lm1b_pytorch_convention_scores_each_sentence_once_and_never_s_to_s(tmp_path):
+def test_c17_lm1b_pytorch_convention_scores_each_sentence_once_and_never_s_to_s(tmp_path):
     names = _lm1b(tmp_path, SHARDS)
     vocab, splits = _read_lm1b(tmp_path, "pytorch", 0, train_shards=names)
     toks, pairs = _targets_per_sentence(splits["train"], vocab)

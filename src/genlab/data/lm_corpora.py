@@ -71,6 +71,7 @@ def _wikitext_spec(name: str, folder: str, url: str, sha256: str, build_mini: Ca
         downloads=(RemoteFile(url, sha256, zip_name),),
         prepare=_extractor(zip_name, {f"{folder}/{f}": f for f in files}),
         build_mini=build_mini,
+        mini_version=WORD_MINI_VERSION,
         homepage="https://blog.salesforceairesearch.com/the-wikitext-long-term-dependency-language-modeling-dataset/",
         notes="The original S3 bucket may be gone; https://wikitext.smerity.com/ mirrors the same zips.",
     )
@@ -88,6 +89,7 @@ LM1B_TGZ = "http://www.statmt.org/lm-benchmark/1-billion-word-language-modeling-
 LM1B_TOP = "1-billion-word-language-modeling-benchmark-r13output"
 LM1B_FILES = (*R.LM1B_TRAIN_SHARDS, R.LM1B_HELDOUT, R.LM1B_VOCAB)
 
+WORD_MINI_VERSION = "2"  # bump when the excerpt's markup stripping changes, so cached minis are rebuilt
 ORDER_CHOICES = {"vocab_order": ("frequency", "first_appearance")}
 
 DATASETS: dict[str, LMDataset] = {
@@ -115,6 +117,7 @@ DATASETS: dict[str, LMDataset] = {
             files=tuple(f"ptb.{s}.txt" for s in R.SPLITS),
             downloads=tuple(RemoteFile(f"{PTB_RAW}/ptb.{s}.txt", PTB_SHA256[s], f"ptb.{s}.txt") for s in R.SPLITS),
             build_mini=lm_minis.build_ptb_mini,
+            mini_version=WORD_MINI_VERSION,
             homepage="http://www.fit.vutbr.cz/~imikolov/rnnlm/",
         ),
         "word", "ppl",
@@ -130,6 +133,7 @@ DATASETS: dict[str, LMDataset] = {
                 "simple-examples.tgz", {f"simple-examples/data/ptb.char.{s}.txt": f"ptb.char.{s}.txt" for s in R.SPLITS}
             ),
             build_mini=lm_minis.build_ptb_char_mini,
+            mini_version=WORD_MINI_VERSION,
             homepage="http://www.fit.vutbr.cz/~imikolov/rnnlm/",
         ),
         "char", "bpc",

@@ -109,6 +109,7 @@ _EXT_LINK = re.compile(r"\[(?:https?:|ftp:)?//[^\s\]]*\s*([^\]]*)\]")
 _BARE_URL = re.compile(r"https?://\S+")
 _HEADING = re.compile(r"^(={2,6})\s*(.*?)\s*\1\s*$")
 _QUOTES = re.compile(r"'{2,}")
+_UNBALANCED = re.compile(r"\{\{.*$|\}\}")  # a template left open by braces inside it: cut to the line end
 _SPACES = re.compile(r"[ \t\u00a0]+")
 
 
@@ -152,7 +153,7 @@ def strip_markup(wikitext: str) -> list[tuple[int, str]]:
             continue
         if skipping or not line or line[0] in "*#:;|!{}=" or line.startswith("__"):
             continue
-        para = _clean_inline(line)
+        para = _clean_inline(_UNBALANCED.sub("", line))
         if len(para.split()) >= 3:  # drop leftovers such as a lone caption word
             blocks.append((0, para))
     return _drop_empty_sections(blocks)
