@@ -1,0 +1,65 @@
+"""A synthetic high-rank language: topic-switching unigrams (MoS spec §7 C17).
+
+Every ``block`` tokens a latent topic z in {0..n_topics-1} is drawn uniformly; tokens are then drawn from that
+topic's unigram distribution over ``vocab_size`` words. A model that is unsure of the topic must predict
+``log sum_z q(z | context) u_z(x)``, a log of a mixture, whose matrix over contexts is high-rank: a Softmax with
+small d cannot represent it, a mixture of ``n_topics`` softmaxes can. Deterministic given ``seed``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from genlab.utils import stable_hash
+
+
+@dataclass
+class SyntheticCorpus:
+    """Same shape as the shared LM corpora: ``vocab`` (symbols), ``splits`` of int32 ids, ``level``, ``metric``."""
+
+    name: str
+    vocab: list[str]
+    splits: dict[str, np.ndarray]
+    unigrams: np.ndarray  # [n_topics, vocab_size], the generator's true topic distributions
+    level: str = "word"
+    metric: str = "ppl"
+    settings: dict = field(default_factory=dict)
+
+    def fingerprint(self) -> str:
+        return stable_hash(self.name, self.settings)
+
+
+def topic_unigrams(n_topics: int, vocab_size: int, concentration: float, rng: np.random.Generator) -> np.ndarray:
+    return rng.dirichlet(np.full(vocab_size, concentration), size=n_topics)
+
+
+def sample_topic_stream(unigrams: np.ndarray, n_tokens: int, block: int, rng: np.random.Generator) -> np.ndarray:
+    n_topics, vocab_size = unigrams.shape
+    n_blocks = -(-n_tokens // block)
+    topics = rng.integers(n_topics, size=n_blocks)
+    cdf = np.cumsum(unigrams, axis=1)
+    u = rng.random((n_blocks, block))
+    ids = np.stack([np.searchsorted(cdf[z], u[i], side="right") for i, z in enumerate(topics)])
+    return np.minimum(ids, vocab_size - 1).reshape(-1)[:n_tokens].astype(np.int32)
+
+
+def make_topic_corpus(
+    vocab_size: int = 500,
+    n_topics: int = 8,
+    block: int = 50,
+    concentration: float = 0.05,
+    train_tokens: int = 50_000,
+    valid_tokens: int = 5_000,
+    test_tokens: int = 5_000,
+    seed: int = 0,
+) -> SyntheticCorpus:
+    rng = np.random.default_rng(seed)
+    unigrams = topic_unigrams(n_topics, vocab_size, concentration, rng)
+    sizes = {"train": train_tokens, "valid": valid_tokens, "test": test_tokens}
+    splits = {name: sample_topic_stream(unigrams, n, block, rng) for name, n in sizes.items()}
+    settings = dict(vocab_size=vocab_size, n_topics=n_topics, block=block, concentration=concentration,
+                    seed=seed, **{f"{k}_tokens": v for k, v in sizes.items()})
+    return SyntheticCorpus("synthetic_topics", [f"w{i}" for i in range(vocab_size)], splits, unigrams,
+                           settings=settings)
