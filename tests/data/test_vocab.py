@@ -99,6 +99,12 @@ def test_value_vocab_equals_counter_most_common_across_streams():
     assert table[255] == -1
 
 
+def test_value_vocab_ties_follow_first_occurrence_across_streams():
+    streams = [np.array([2, 1], dtype=np.int16), np.array([1, 2, 3, 7, 7, 7], dtype=np.int16)]
+    vocab, _ = build_value_vocab(streams, 8, [str(i) for i in range(8)], specials=("<eos>",))
+    assert vocab.symbols == ["<eos>", "7", "2", "1", "3"]
+
+
 def test_empty_corpus_is_a_data_error(tmp_path):
     p = _write(tmp_path, "empty.txt", "\n\n")
     with pytest.raises(DataError, match="empty"):

@@ -179,26 +179,35 @@ def build_word_vocab(
 def build_value_vocab(
     streams: Sequence[np.ndarray], n_values: int, names: Sequence[str], specials: Sequence[str] = ()
 ) -> tuple[Vocab, np.ndarray]:
-    """Frequency-ordered vocabulary over small integer symbols (bytes, characters), computed without Python loops.
+    """Frequency-ordered vocabulary over small integer symbols (bytes, characters), vectorised over the corpus.
 
     ``streams`` hold raw symbol values in [0, n_values) in corpus order and ``names[v]`` is the printed symbol of
     value v. Ties keep first-occurrence order, as ``Counter.most_common`` does. Returns the vocabulary and the
     value -> id lookup table (-1 for values never seen).
     """
     counts = np.zeros(n_values, dtype=np.int64)
-    first = np.full(n_values, np.iinfo(np.int64).max, dtype=np.int64)
-    offset = 0
     for s in streams:
         counts += np.bincount(s, minlength=n_values)[:n_values]
-        values, idx = np.unique(s, return_index=True)  # first position of each value in this stream
-        first[values] = np.minimum(first[values], idx + offset)
-        offset += len(s)
     seen = np.flatnonzero(counts)
     if len(seen) == 0:
         raise DataError("no symbols in the corpus: it is empty. Check the files.")
+    # first occurrence only decides among equal counts, so it is looked up for tied values alone
+    first = np.zeros(n_values, dtype=np.int64)
+    _, inverse, group = np.unique(counts[seen], return_inverse=True, return_counts=True)
+    for v in seen[group[inverse] > 1]:
+        first[v] = _first_position(streams, v)
     ranked = seen[np.lexsort((first[seen], -counts[seen]))]
     table = np.full(n_values, -1, dtype=np.int32)
     table[ranked] = np.arange(len(specials), len(specials) + len(ranked), dtype=np.int32)
     symbols = list(specials) + [names[v] for v in ranked]
     return Vocab(symbols, specials=tuple(specials)), table
 
+
+def _first_position(streams: Sequence[np.ndarray], value: int) -> int:
+    offset = 0
+    for s in streams:
+        hit = s == value
+        if hit.any():
+            return offset + int(hit.argmax())
+        offset += len(s)
+    raise ValueError(value)
