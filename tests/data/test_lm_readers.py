@@ -77,6 +77,17 @@ def test_ptb_first_appearance_order_is_the_mos_rule(tmp_path):
     assert vocab.symbols == ["the", "cat", "sat", "<eos>", "N", "dog", "a", "<unk>"]
 
 
+def test_ptb_lower_case_is_the_txl_setting(tmp_path):
+    _ptb(tmp_path)
+    vocab, splits = R.read_ptb(tmp_path, lower_case=True)
+    assert "n" in vocab and "N" not in vocab and "<unk>" in vocab and vocab.symbols[0] == "<eos>"
+    corpus = load_lm_corpus("ptb", "path", str(tmp_path), cache_dir=tmp_path / "c")
+    assert corpus.vocab.symbols == vocab.symbols  # TXL default
+    mos = load_lm_corpus("ptb", "path", str(tmp_path), cache_dir=tmp_path / "c",
+                         vocab_order="first_appearance", lower_case=False)
+    assert mos.vocab.symbols == ["the", "cat", "sat", "<eos>", "N", "dog", "a", "<unk>"]
+
+
 def test_ptb_char_reader(tmp_path):
     for s in R.SPLITS:
         (tmp_path / f"ptb.char.{s}.txt").write_text("a b _ c\nc _ a\n")

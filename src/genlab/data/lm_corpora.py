@@ -121,8 +121,9 @@ DATASETS: dict[str, LMDataset] = {
             homepage="http://www.fit.vutbr.cz/~imikolov/rnnlm/",
         ),
         "word", "ppl",
-        lambda root, vocab_order: R.read_ptb(root, vocab_order),
-        {"vocab_order": "frequency"}, ORDER_CHOICES,
+        lambda root, vocab_order, lower_case: R.read_ptb(root, vocab_order, lower_case=lower_case),
+        {"vocab_order": "frequency", "lower_case": True},  # TXL lowercases PTB; MoS: lower_case=false
+        {**ORDER_CHOICES, "lower_case": (True, False)},
     ),
     "ptb_char": LMDataset(
         DatasetSpec(
@@ -217,8 +218,10 @@ def load_lm_corpus(
 ) -> LMCorpus:
     """Token ids of benchmark ``name`` from tier ``source`` (mini | path | download), cached after the first call.
 
-    ``options`` are the reader settings of that benchmark (``vocab_order`` for WikiText/PTB, ``keep_newlines`` for
-    enwik8, ``convention`` and ``shuffle_seed`` for LM1B); an unknown one is a ConfigError naming it.
+    ``options`` are the reader settings of that benchmark (``vocab_order`` for WikiText/PTB, ``lower_case`` for PTB,
+    ``keep_newlines`` for enwik8, ``convention`` and ``shuffle_seed`` for LM1B); an unknown one is a ConfigError.
+    Defaults follow the Transformer-XL pipeline; the MoS/AWD-LSTM one is ``vocab_order=first_appearance`` (and
+    ``lower_case=false`` for PTB).
     """
     ds = DATASETS.get(name)
     if ds is None:

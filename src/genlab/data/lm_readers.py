@@ -95,11 +95,14 @@ def read_wikitext(root: Path, order: Order = "frequency", vocab_splits: Sequence
     return read_word_corpus(files, vocab_splits, order=order)
 
 
-def read_ptb(root: Path, order: Order = "frequency", char: bool = False):
-    """Mikolov's ``ptb.{split}.txt`` (word) or ``ptb.char.{split}.txt`` (char); vocab from all three splits."""
+def read_ptb(root: Path, order: Order = "frequency", char: bool = False, lower_case: bool = False):
+    """Mikolov's ``ptb.{split}.txt`` (word) or ``ptb.char.{split}.txt`` (char); vocab from all three splits.
+
+    ``lower_case`` is the TXL PTB setting (it turns the number token ``N`` into ``n``); MoS/AWD-LSTM keep case.
+    """
     stem = "ptb.char" if char else "ptb"
     files = {s: Path(root) / f"{stem}.{s}.txt" for s in SPLITS}
-    return read_word_corpus(files, SPLITS, order=order)
+    return read_word_corpus(files, SPLITS, order=order, lower=lower_case)
 
 
 # ---------------------------------------------------------------------------------------------- enwik8
