@@ -1,0 +1,323 @@
+"""Semi-supervised learning with a complement ("bad") GAN (spec bad_gan.md §2.3-2.4, §3).
+
+One iteration = one discriminator step (labelled CE + 0.5·(unlabelled-real + generated-fake) [+ Ent]) followed
+by one generator (+ encoder) step (feature matching [+ PT] [+ VI] [+ LD]), with manual optimisation. The
+D optimiser is stepped through Lightning (so ``trainer.global_step`` counts iterations); G and the encoder are
+stepped directly. Learning rates follow the reference code's per-"epoch" schedule, an epoch being one pass
+over the unlabelled stream. A non-finite loss stops training before any parameter is touched, so the last
+checkpoint holds the last good weights.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import pytorch_lightning as pl
+import torch
+from torch import Tensor, nn
+
+from genlab.errors import CheckpointError, ConfigError, DataError
+from genlab.models.bad_gan import BadGAN, sample_noise
+from genlab.nn.gan_layers import data_dependent_init
+from genlab.tasks import gan_losses as L
+
+
+def epoch_lr_factor(epoch: int, horizon: int | None) -> float:
+    """clip(3·(1 − e/E), 0, 1): constant for two thirds of the horizon, then linear to 0 at E."""
+    if horizon is None:
+        return 1.0
+    return min(max(3.0 * (1.0 - epoch / horizon), 0.0), 1.0)
+
+
+def load_density_model(path: str, image_shape: list[int] | tuple[int, ...]) -> nn.Module:
+    """Frozen density model from a PixelCNN++ checkpoint written by ``genlab.tasks.pixelcnn``."""
+    from genlab.models.pixelcnn_pp import PixelCNNPP
+
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    except (OSError, RuntimeError) as err:
+        raise CheckpointError(f"task.density_ckpt={path}: cannot load ({err}); train one with "
+                              "experiment=pixelcnn_<dataset> and pass its checkpoint.") from err
+    meta = ckpt.get("density_model") if isinstance(ckpt, dict) else None
+    if meta is None:
+        raise CheckpointError(f"task.density_ckpt={path} is not a PixelCNN++ checkpoint of genlab.tasks.pixelcnn.")
+    if list(meta["image_shape"]) != list(image_shape):
+        raise CheckpointError(f"task.density_ckpt={path} models images of shape {list(meta['image_shape'])} but "
+                              f"this run generates {list(image_shape)}; pretrain the density on this dataset.")
+    model = PixelCNNPP(**meta["config"])
+    model.load_state_dict(meta["state_dict"])
+    return model
+
+
+def image_grid(images: Tensor, image_shape: list[int] | None = None, nrow: int = 10) -> Tensor:
+    """[N, ...] images in [0,1] or [-1,1] -> one [C, H', W'] grid in [0,1] (no torchvision needed)."""
+    x = images.detach().float().cpu()
+    if image_shape:
+        x = x.reshape(len(x), *image_shape)
+    elif x.ndim == 2:
+        side = int(round(math.sqrt(x.shape[1])))
+        x = x.reshape(len(x), 1, side, side)
+    if x.min() < 0:
+        x = (x + 1.0) / 2.0
+    n, c, h, w = x.shape
+    rows = math.ceil(n / nrow)
+    grid = torch.ones(c, rows * (h + 1) + 1, nrow * (w + 1) + 1)
+    for i in range(n):
+        r, col = divmod(i, nrow)
+        grid[:, 1 + r * (h + 1): 1 + r * (h + 1) + h, 1 + col * (w + 1): 1 + col * (w + 1) + w] = x[i]
+    return grid.clamp(0, 1)
+
+
+class BadGANTask(pl.LightningModule):
+    def __init__(self, model: BadGAN, optimizer: Callable, g_optimizer: Callable,
+                 enc_optimizer: Callable | None = None, scheduler: Any = None, monitor: str = "valid/err",
+                 monitor_mode: str = "min", unl_weight: float = 0.5, ent_weight: float = 0.0,
+                 ent_normalize_over: str = "K", fm_type: str = "sq_mean", pt_weight: float = 0.0,
+                 vi_weight: float = 0.0, vi_sigma_max: float | None = None, ld_weight: float = 0.0,
+                 ld_start_iter: int = 9000, ld_prob: float = 0.1, ld_n_samples: int = 30, ld_quantile: float = 10.0,
+                 ld_threshold_set: str = "test", density_input_map: str = "unit_to_symmetric", density_ckpt: str | None = None,
+                 density_model: nn.Module | None = None, image_shape: list[int] | None = None,
+                 lr_horizon_epochs: int | None = None, lr_floor: float = 0.0, init_batches: int = 5,
+                 init_source: str = "unlabeled", init_generator: bool = False, n_eval_generated: int = 2000,
+                 sample_grid: int = 100, supervised_only: bool = False) -> None:
+        super().__init__()
+        if scheduler is not None:
+            raise ConfigError("task.scheduler must be null for the bad GAN: its per-epoch schedule is set by "
+                              "task.lr_horizon_epochs and task.lr_floor.")
+        if vi_weight and (model.encoder is None or enc_optimizer is None):
+            raise ConfigError("task.vi_weight > 0 needs model.encoder and task.enc_optimizer.")
+        if density_input_map not in ("unit_to_symmetric", "identity"):
+            raise ConfigError(f"task.density_input_map={density_input_map!r}: use 'unit_to_symmetric' or 'identity'.")
+        if init_source not in ("unlabeled", "labeled"):
+            raise ConfigError(f"task.init_source={init_source!r}: use 'unlabeled' (MNIST) or 'labeled'.")
+        self.save_hyperparameters(ignore=["model", "density_model"])
+        self.automatic_optimization = False
+        self.model = model
+        self.make_opt_d, self.make_opt_g, self.make_opt_enc = optimizer, g_optimizer, enc_optimizer
+        self.density = density_model
+        if ld_weight and density_model is None:
+            if density_ckpt is None:
+                raise ConfigError("task.ld_weight > 0 needs task.density_ckpt (a pretrained PixelCNN++).")
+            self.density = load_density_model(density_ckpt, image_shape or [])
+        if self.density is not None:
+            self.density.requires_grad_(False).eval()
+        self.register_buffer("initialised", torch.tensor(False))
+        self.register_buffer("ld_threshold", torch.tensor(float("nan")))
+        self.best_err = math.inf
+        self.stopped_on_nan = False
+
+    # ----------------------------------------------------------------------------------------------- setup
+    def configure_optimizers(self):
+        opts = [self.make_opt_d(self.model.discriminator.parameters()),
+                self.make_opt_g(self.model.generator.parameters())]
+        if self.make_opt_enc is not None and self.model.encoder is not None:
+            opts.append(self.make_opt_enc(self.model.encoder.parameters()))
+        for opt in opts:
+            for group in opt.param_groups:
+                group.setdefault("base_lr", group["lr"])
+        return opts
+
+    def _noise(self, n: int) -> Tensor:
+        return sample_noise(n, self.model.generator.z_dim, self.device)
+
+    def _data_init(self, batches: list[Tensor]) -> None:
+        """One train-mode pass of the init batch through D (and G / encoder on generated images)."""
+        x = torch.cat(batches).to(self.device)
+        with data_dependent_init(self.model.discriminator):
+            self.model.discriminator(x)
+        if self.hparams.init_generator:
+            with data_dependent_init(self.model.generator):
+                gen = self.model.generator(self._noise(len(x)))
+            if self.model.encoder is not None:
+                with data_dependent_init(self.model.encoder):
+                    self.model.encoder(gen)
+        if not all(torch.isfinite(p).all() for p in self.model.parameters()):
+            raise DataError("the data-dependent init batch produced non-finite weights; the training images "
+                            "contain NaN/inf values. Check the dataset files (data.path).")
+        self.initialised.fill_(True)
+
+    def on_train_start(self) -> None:
+        dm = getattr(self.trainer, "datamodule", None)
+        self.model.train()
+        if not bool(self.initialised):
+            if dm is None:
+                raise ConfigError("the bad GAN's data-dependent init needs the SSLImageDataModule.")
+            key = "x_unl" if self.hparams.init_source == "unlabeled" else "x_lab"
+            stream = iter(dm.train_dataloader())
+            self._data_init([next(stream)[key] for _ in range(self.hparams.init_batches)])
+        if self.hparams.ld_weight and torch.isnan(self.ld_threshold):
+            ref = dm.reference_images(self.hparams.ld_threshold_set)
+            self.ld_threshold.fill_(L.density_threshold(self._log_density_batched(ref), self.hparams.ld_quantile))
+        self.iters_per_epoch = dm.iters_per_epoch if dm is not None else 1
+
+    @torch.no_grad()
+    def _log_density_batched(self, x: Tensor, batch: int = 200) -> Tensor:
+        return torch.cat([self._log_density(x[i:i + batch].to(self.device)) for i in range(0, len(x), batch)])
+
+    def _log_density(self, x: Tensor) -> Tensor:
+        """Density model input: reshaped to the image shape and (MNIST) mapped from [0,1] to the PixelCNN's [-1,1]."""
+        shape = self.hparams.image_shape or list(x.shape[1:])
+        x = x.reshape(len(x), *shape)
+        if self.hparams.density_input_map == "unit_to_symmetric":
+            x = x * 2.0 - 1.0
+        return self.density.log_prob(x)
+
+    # ------------------------------------------------------------------------------------------- training
+    def _set_lrs(self, opts) -> None:
+        epoch = self.global_step // max(1, self.iters_per_epoch)
+        factor = epoch_lr_factor(epoch, self.hparams.lr_horizon_epochs)
+        for opt in opts:
+            for group in opt.param_groups:
+                group["lr"] = max(self.hparams.lr_floor, group["base_lr"] * factor)
+
+    def _finite_or_stop(self, name: str, value: Tensor) -> bool:
+        if torch.isfinite(value):
+            return True
+        self.stopped_on_nan = True
+        self.trainer.should_stop = True
+        pl.utilities.rank_zero_warn(
+            f"bad GAN: {name} became {value.item()} at iteration {self.global_step}; training stopped before the "
+            "update, the last checkpoint holds the last finite weights. Lower the learning rates or the loss weights.")
+        return False
+
+    def d_step(self, batch: dict[str, Tensor], opt_d) -> dict[str, Tensor] | None:
+        d, g = self.model.discriminator, self.model.generator
+        with torch.no_grad():
+            x_gen = g(self._noise(len(batch["x_unl"])))
+        logits_lab, _ = d(batch["x_lab"])
+        logits_unl, _ = d(batch["x_unl"])
+        logits_gen, _ = d(x_gen.detach())
+        unl_weight = 0.0 if self.hparams.supervised_only else self.hparams.unl_weight
+        ent_weight = 0.0 if self.hparams.supervised_only else self.hparams.ent_weight
+        parts = L.discriminator_loss(logits_lab, batch["y_lab"], logits_unl, logits_gen, unl_weight, ent_weight,
+                                     self.hparams.ent_normalize_over)
+        if not self._finite_or_stop("the discriminator loss", parts["loss"]):
+            return None
+        opt_d.zero_grad(set_to_none=True)
+        self.manual_backward(parts["loss"])
+        opt_d.step()
+        parts.update(L.true_fake_stats(logits_unl.detach(), logits_gen.detach()))
+        parts["train_err"] = (logits_lab.argmax(1) != batch["y_lab"]).float().mean()
+        return parts
+
+    def g_loss(self, x_unl: Tensor) -> dict[str, Tensor]:
+        d, g, hp = self.model.discriminator, self.model.generator, self.hparams
+        z = self._noise(len(x_unl))
+        x_gen = g(z)
+        with torch.no_grad():
+            _, f_unl = d(x_unl)
+        d.requires_grad_(False)  # G's loss flows through D's layers without touching D's parameters
+        try:
+            _, f_gen = d(x_gen)
+        finally:
+            d.requires_grad_(True)
+        out = {"fm": L.feature_matching(f_gen, f_unl, hp.fm_type)}
+        loss = out["fm"]
+        if hp.pt_weight:
+            out["pt"] = L.pull_away_term(f_gen)
+            loss = loss + hp.pt_weight * out["pt"]
+        else:
+            with torch.no_grad():
+                out["pt"] = L.pull_away_term(f_gen)  # monitored: mean pairwise cos² of generated features
+        if hp.vi_weight:
+            mu, log_sigma = self.model.encoder(x_gen)
+            out["vi"] = L.gaussian_nll(z, mu, log_sigma, 1.0, 1e-8, hp.vi_sigma_max)
+            loss = loss + hp.vi_weight * out["vi"]
+        if hp.ld_weight and self.global_step > hp.ld_start_iter and torch.rand(()).item() < hp.ld_prob:
+            logp = self._log_density(g(self._noise(hp.ld_n_samples)))
+            out["ld"] = L.low_density_penalty(logp, self.ld_threshold, hp.ld_weight)
+            out["ld_active"] = (logp.detach() > self.ld_threshold).float().mean()
+            loss = loss + out["ld"]
+        out["loss"] = loss
+        return out
+
+    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
+        opts = self.optimizers()
+        opts = opts if isinstance(opts, list) else [opts]
+        self._set_lrs([o.optimizer for o in opts])
+        self.model.train()
+        parts = self.d_step(batch, opts[0])
+        if parts is None:
+            return
+        if self.hparams.supervised_only:  # the baseline: same D, noise, optimiser and iterations, labels only
+            self.log_dict({"train/d_loss": parts["loss"].detach(), "train/train_err": parts["train_err"]})
+            return
+        x_unl2 = batch.get("x_unl2", batch["x_unl"])
+        g_parts = self.g_loss(x_unl2)
+        if not self._finite_or_stop("the generator loss", g_parts["loss"]):
+            return
+        raw = [o.optimizer for o in opts[1:]]  # stepped directly so global_step counts iterations
+        for o in raw:
+            o.zero_grad(set_to_none=True)
+        self.manual_backward(g_parts["loss"])
+        for o in raw:
+            o.step()
+        self.model.discriminator.zero_grad(set_to_none=True)
+        logs = {f"train/d_{k}": v for k, v in parts.items() if k in ("loss", "sup", "unl", "gen", "ent")}
+        logs.update({f"train/{k}": v for k, v in parts.items() if k.endswith("acc") or k == "train_err"})
+        logs.update({f"train/g_{k}": v for k, v in g_parts.items()})
+        logs["train/lr_d"] = opts[0].optimizer.param_groups[0]["lr"]
+        self.log_dict({k: v.detach() if torch.is_tensor(v) else v for k, v in logs.items()}, prog_bar=False)
+
+    # ------------------------------------------------------------------------------------------ evaluation
+    def on_validation_epoch_start(self) -> None:
+        self._eval = {"n_err": 0, "n": 0, "logits": []}
+
+    def _eval_step(self, batch: dict[str, Tensor]) -> None:
+        logits, _ = self.model.discriminator(batch["x"])
+        self._eval["n_err"] += int((logits.argmax(1) != batch["y"]).sum())
+        self._eval["n"] += len(batch["y"])
+        self._eval["logits"].append(logits)
+
+    def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
+        self._eval_step(batch)
+
+    def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
+        self._eval_step(batch)
+
+    def on_test_epoch_start(self) -> None:
+        self.on_validation_epoch_start()
+
+    @torch.no_grad()
+    def _eval_end(self, stage: str) -> None:
+        ev = self._eval
+        if ev["n"] == 0:
+            return
+        err = 100.0 * ev["n_err"] / ev["n"]
+        g = self.model.generator
+        n_gen = min(self.hparams.n_eval_generated, ev["n"])
+        gen = torch.cat([g(self._noise(min(500, n_gen - i))) for i in range(0, n_gen, 500)])
+        logits_gen = torch.cat([self.model.discriminator(gen[i:i + 500])[0] for i in range(0, n_gen, 500)])
+        stats = L.true_fake_stats(torch.cat(ev["logits"]), logits_gen)
+        logs = {f"{stage}/err": err, f"{stage}/n_err": float(ev["n_err"])}
+        logs.update({f"{stage}/{k}": float(v) for k, v in stats.items()})
+        logs[f"{stage}/ent"] = float(L.conditional_entropy(torch.cat(ev["logits"])))
+        if stage == "valid":
+            self.best_err = min(self.best_err, err)
+            logs["valid/err_best"] = self.best_err
+        if self.density is not None and self.hparams.ld_weight:
+            logp = self._log_density_batched(gen[:400])
+            logs.update({f"{stage}/gen_logp_max": float(logp.max()), f"{stage}/gen_logp_mean": float(logp.mean()),
+                         f"{stage}/ld_threshold": float(self.ld_threshold)})
+        self.log_dict(logs, sync_dist=True)
+        if stage == "valid":
+            self._log_samples(gen[: self.hparams.sample_grid])
+
+    def on_validation_epoch_end(self) -> None:
+        self._eval_end("valid")
+
+    def on_test_epoch_end(self) -> None:
+        self._eval_end("test")
+
+    def _log_samples(self, images: Tensor) -> None:
+        """Sample grid as an image on loggers that accept images (W&B, TensorBoard)."""
+        if self.trainer is None or not self.trainer.loggers or images.numel() == 0:
+            return
+        grid = image_grid(images, self.hparams.image_shape)
+        for logger in self.trainer.loggers:
+            exp = getattr(logger, "experiment", None)
+            if hasattr(logger, "log_image"):
+                logger.log_image(key="samples", images=[grid], step=self.global_step)
+            elif hasattr(exp, "add_image"):
+                exp.add_image("samples", grid, self.global_step)
