@@ -265,6 +265,16 @@ def test_non_utf8_file_is_a_data_error(tmp_path):
     (tmp_path / "wiki.valid.tokens").write_bytes(b"\xff\xfe bad \n")
     with pytest.raises(DataError, match="wiki.valid.tokens is not valid UTF-8"):
         R.read_wikitext(tmp_path)
+    (tmp_path / "wiki.train.tokens").write_bytes(b" ok \n \xc3\x28 \n")  # the file the vocabulary is counted on
+    with pytest.raises(DataError, match="wiki.train.tokens is not valid UTF-8"):
+        R.read_wikitext(tmp_path)
+
+
+def test_missing_split_file_is_a_data_error(tmp_path):
+    _wikitext(tmp_path, WT_TRAIN)
+    (tmp_path / "wiki.test.tokens").unlink()
+    with pytest.raises(DataError, match="wiki.test.tokens is missing"):
+        R.read_wikitext(tmp_path)
 
 
 def test_load_lm_corpus_path_tier_and_cache(tmp_path):

@@ -140,3 +140,28 @@ def test_package_file_checksum_and_missing_package():
         package_file("genlab_no_such_package", "x.txt")
     with pytest.raises(DataError, match="checksum mismatch"):
         package_file("genlab", "errors.py", "f" * 64)
+
+
+def test_extract_members_from_tar_and_zip(tmp_path):
+    import tarfile
+
+    src = tmp_path / "src"
+    (src / "top" / "data").mkdir(parents=True)
+    (src / "top" / "data" / "a.txt").write_text("A")
+    (src / "top" / "b.txt").write_text("B")
+    with tarfile.open(tmp_path / "x.tgz", "w:gz") as t:
+        t.add(src / "top", arcname="./top")
+    with zipfile.ZipFile(tmp_path / "x.zip", "w") as z:
+        z.write(src / "top" / "data" / "a.txt", "top/data/a.txt")
+    out = tmp_path / "out"
+    R.extract_members(tmp_path / "x.tgz", {"top/data/a.txt": "a.txt", "top/b.txt": "sub/b.txt"}, out)
+    assert (out / "a.txt").read_text() == "A" and (out / "sub" / "b.txt").read_text() == "B"
+    R.extract_members(tmp_path / "x.zip", {"top/data/a.txt": "z.txt"}, out)
+    assert (out / "z.txt").read_text() == "A"
+    with pytest.raises(DataError, match="x.tgz lacks top/c.txt"):
+        R.extract_members(tmp_path / "x.tgz", {"top/c.txt": "c.txt"}, out)
+    with pytest.raises(DataError, match="x.zip lacks top/c.txt"):
+        R.extract_members(tmp_path / "x.zip", {"top/c.txt": "c.txt"}, out)
+    (tmp_path / "x.zip").write_bytes((tmp_path / "x.zip").read_bytes()[:30])
+    with pytest.raises(DataError, match="x.zip is corrupt or truncated"):
+        R.extract_members(tmp_path / "x.zip", {"top/data/a.txt": "a.txt"}, out)

@@ -21,6 +21,7 @@ from genlab.utils import atomic_write
 SPLITS = ("train", "valid", "test")
 EOS = "<eos>"
 ENCODE_CHUNK_LINES = 100_000
+PARSE_CHUNK_BYTES = 1 << 23  # enwik8/text8 files are parsed and written in pieces of this size
 
 
 # ---------------------------------------------------------------------------------------------- word streams
@@ -77,6 +78,8 @@ def read_word_corpus(
     closed: their rare words are already ``<unk>``); otherwise an unseen token is an error.
     """
     for split, path in files.items():
+        if not path.is_file():
+            raise DataError(f"{path} is missing: the {split} split of this corpus. Put the file there or fix data.path.")
         if path.stat().st_size == 0:
             raise DataError(f"{path} is empty (0 bytes): the {split} split has no text. Replace it with the real file.")
     specials = (EOS,) if order == "frequency" else ()  # MoS meets <eos> inline, after the first line's words
@@ -142,9 +145,6 @@ def bytes_to_decimal_text(part: np.ndarray) -> bytes:
         sel = lengths > k
         out[starts[sel] + k] = flat[part[sel], k]
     return out.tobytes()
-
-
-PARSE_CHUNK_BYTES = 1 << 23
 
 
 def _separated_chunks(path: Path, chunk: int | None = None) -> Iterable[tuple[int, np.ndarray]]:
@@ -378,6 +378,9 @@ def extract_members(archive: Path, wanted: dict[str, str], root: Path) -> None:
     try:
         if zipfile.is_zipfile(archive):
             with zipfile.ZipFile(archive) as z:
+                missing = sorted(set(wanted) - set(z.namelist()))
+                if missing:
+                    raise DataError(f"{archive} lacks {', '.join(missing[:3])}; it is not the expected archive.")
                 for member, dest in wanted.items():
                     with z.open(member) as src, atomic_write(root / dest, "wb") as out:
                         shutil.copyfileobj(src, out, 1 << 20)

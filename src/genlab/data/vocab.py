@@ -166,9 +166,14 @@ def build_word_vocab(
     """Word vocabulary from text files, one whitespace-tokenised line at a time (TXL §4.1 or MoS order)."""
     counter: Counter = Counter()
     for path in files:
-        with open(path, encoding="utf-8") as f:
-            # frequency order never counts the <eos> markers; first-appearance order meets them inline
-            count_lines(f, counter, eos=eos if order == "first_appearance" else None, lower=lower)
+        try:
+            with open(path, encoding="utf-8") as f:
+                # frequency order never counts the <eos> markers; first-appearance order meets them inline
+                count_lines(f, counter, eos=eos if order == "first_appearance" else None, lower=lower)
+        except UnicodeDecodeError as err:
+            raise DataError(f"{path} is not valid UTF-8 text ({err}); the file is corrupt or not this dataset.") from err
+        except OSError as err:
+            raise DataError(f"cannot read {path} ({err}); check the file or data.path.") from err
     if not counter:
         raise DataError(f"no tokens in {', '.join(map(str, files))}: the corpus is empty. Check the files.")
     if unk is not None and unk not in counter and unk not in specials:
