@@ -339,3 +339,12 @@ def test_chunked_parsing_matches_whole_file_parsing(tmp_path, monkeypatch):
     R.prepare_text8(tmp_path, n_test=400)
     train = R.parse_text8_chars(tmp_path / "train.txt")
     assert bytes(train.astype(np.uint8)) == text[:-800].strip().replace(b" ", b"_")
+
+
+def test_default_cache_dir_is_the_sources_default(tmp_path, monkeypatch):
+    from genlab.data import sources
+
+    monkeypatch.setattr(sources, "DEFAULT_CACHE", tmp_path / "default")
+    _ptb(tmp_path)
+    load_lm_corpus("ptb", "path", str(tmp_path))
+    assert len(list((tmp_path / "default" / "tokens").iterdir())) == 1

@@ -18,7 +18,8 @@ import numpy as np
 
 from genlab.data import lm_minis
 from genlab.data import lm_readers as R
-from genlab.data.sources import DEFAULT_CACHE, DatasetSpec, RemoteFile, locate
+from genlab.data import sources
+from genlab.data.sources import DatasetSpec, RemoteFile, locate
 from genlab.data.token_cache import cache_key, load_or_build
 from genlab.data.vocab import Vocab
 from genlab.errors import ConfigError, DataError
@@ -228,7 +229,7 @@ def load_lm_corpus(
         raise ConfigError(f"data.dataset={name!r} is not a language-modelling benchmark; choose one of {list(DATASETS)}.")
     settings = _settings(name, ds, options)
     root = locate(ds.spec, source, path, cache_dir)
-    cache_root = Path(cache_dir) if cache_dir else DEFAULT_CACHE
+    cache_root = Path(cache_dir) if cache_dir else sources.DEFAULT_CACHE  # same default as locate()
     key = cache_key(name, source, root, ds.spec.files, settings)
     vocab, splits, _ = load_or_build(cache_root, name, key, lambda: ds.read(root, **settings))
     missing = [s for s in R.SPLITS if s not in splits]
