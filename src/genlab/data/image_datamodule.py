@@ -94,7 +94,8 @@ class SSLImageDataModule(pl.LightningDataModule):
         root = locate(spec, self.hparams.source, self.hparams.path, self.hparams.cache_dir)
         x_train, y_train = reader(root, "train")
         x_test, y_test = reader(root, "test")
-        idx = balanced_labeled_subset(y_train, self.hparams.n_labeled, self.hparams.seed)
+        idx = (balanced_labeled_subset(y_train, self.hparams.n_labeled, self.hparams.seed)
+               if self.hparams.n_labeled else np.zeros(0, dtype=np.int64))
         self.labeled_indices = idx
         self.labeled_digest = subset_digest(idx)
         x_all = self._to_float(x_train)
@@ -140,3 +141,24 @@ class SSLImageDataModule(pl.LightningDataModule):
         """The labelled subset is recorded in every checkpoint."""
         return {"labeled_indices": None if self.labeled_indices is None else self.labeled_indices.tolist(),
                 "labeled_digest": getattr(self, "labeled_digest", None), "seed": self.hparams.seed}
+
+
+class ImageDensityDataModule(SSLImageDataModule):
+    """Plain image batches ``{"x": [B, C, H, W] in [-1, 1]}`` of the same datasets, for density models."""
+
+    def __init__(self, dataset: str = "mnist5k", source: str = "mini", path: str | None = None,
+                 cache_dir: str | None = None, batch_size: int = 40, eval_batch_size: int = 200,
+                 seed: int = 0) -> None:
+        super().__init__(dataset=dataset, source=source, path=path, cache_dir=cache_dir, n_labeled=0, seed=seed,
+                         batch_size=batch_size, eval_batch_size=eval_batch_size, unlabeled_pool="all",
+                         scale="symmetric", flatten=False)
+
+    @property
+    def n_levels(self) -> int:
+        """Number of distinct pixel values (256, or 17 for the 8x8 digits)."""
+        return int(DATASETS[self.hparams.dataset][2]) + 1
+
+    def train_dataloader(self) -> DataLoader:
+        gen = torch.Generator().manual_seed(self.hparams.seed)
+        return DataLoader(TensorDataset(self.x_unl), batch_size=self.hparams.batch_size, shuffle=True,
+                          generator=gen, drop_last=True, collate_fn=lambda items: {"x": torch.stack([a for (a,) in items])})

@@ -110,6 +110,8 @@ class PixelCNNPP(nn.Module):
         if in_channels not in (1, 3):
             raise ValueError("PixelCNN++ here models 1 (grey) or 3 (RGB) channels")
         self.in_channels, self.n_mix, self.n_stages, self.n_levels = in_channels, n_mix, n_stages, n_levels
+        self.config = dict(in_channels=in_channels, n_filters=n_filters, n_resnet=n_resnet, n_mix=n_mix,
+                           n_stages=n_stages, dropout=dropout, n_levels=n_levels)  # to rebuild from a checkpoint
         n = n_filters
         ds = lambda cin, cout: DownShiftedConv(cin, cout)  # noqa: E731
         drs = lambda cin, cout: DownRightShiftedConv(cin, cout)  # noqa: E731
