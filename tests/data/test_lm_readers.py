@@ -9,6 +9,7 @@ import pytest
 
 from genlab.data import lm_readers as R
 from genlab.data.lm_corpora import load_lm_corpus
+from genlab.data.vocab import Vocab
 from genlab.errors import ConfigError, DataError
 
 
@@ -348,3 +349,32 @@ def test_default_cache_dir_is_the_sources_default(tmp_path, monkeypatch):
     _ptb(tmp_path)
     load_lm_corpus("ptb", "path", str(tmp_path))
     assert len(list((tmp_path / "default" / "tokens").iterdir())) == 1
+
+
+def test_vocab_file_encodes_with_a_shipped_vocabulary(tmp_path):
+    """TXL P25: an imported checkpoint's vocabulary is used as is, not rebuilt from the corpus."""
+    data = tmp_path / "wt"
+    data.mkdir()
+    _wikitext(data, WT_TRAIN)
+    built = load_lm_corpus("wikitext103", "path", str(data), cache_dir=tmp_path / "c")
+    shipped = Vocab(list(reversed(built.vocab.symbols)) + ["extra"], unk="<unk>")
+    shipped.save(tmp_path / "ckpt_vocab.json")
+    c = load_lm_corpus("wikitext103", "path", str(data), cache_dir=tmp_path / "c",
+                       vocab_file=str(tmp_path / "ckpt_vocab.json"))
+    assert c.vocab.fingerprint() == shipped.fingerprint()
+    for split in R.SPLITS:
+        assert c.vocab.decode(c.splits[split]) == built.vocab.decode(built.splits[split])
+    Vocab(shipped.symbols[:-1], unk="<unk>").save(tmp_path / "ckpt_vocab.json")  # same path, new content
+    c2 = load_lm_corpus("wikitext103", "path", str(data), cache_dir=tmp_path / "c",
+                        vocab_file=str(tmp_path / "ckpt_vocab.json"))
+    assert len(c2.vocab) == len(shipped) - 1 and c2.settings["vocab_file"] == str(tmp_path / "ckpt_vocab.json")
+
+
+def test_vocab_file_for_bytes_must_cover_the_corpus(tmp_path):
+    for s in R.SPLITS:
+        (tmp_path / f"{s}.txt").write_text("65 66 67")
+    Vocab(["67", "66", "65", "1"]).save(tmp_path / "v.json")
+    vocab, splits = R.read_enwik8(tmp_path, vocab=Vocab.load(tmp_path / "v.json"))
+    assert splits["train"].tolist() == [2, 1, 0]
+    with pytest.raises(DataError, match="symbol '66' is not in the given vocabulary"):
+        R.read_enwik8(tmp_path, vocab=Vocab(["65", "67"]))

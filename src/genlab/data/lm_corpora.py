@@ -50,7 +50,7 @@ class LMDataset:
     spec: DatasetSpec
     level: str
     metric: str
-    read: Callable[..., tuple[Vocab, dict[str, np.ndarray]]]
+    read: Callable[..., tuple[Vocab, dict[str, np.ndarray]]]  # (root, given vocab or None, **settings)
     options: dict[str, Any]  # option name -> default
     choices: dict[str, tuple] = field(default_factory=dict)
 
@@ -100,8 +100,8 @@ DATASETS: dict[str, LMDataset] = {
             "242ba0f20b329cfdf1ccc61e9e9e5b59becf189db7f7a81cd2a0e2fc31539590", lm_minis.build_wikitext103_mini,
         ),
         "word", "ppl",
-        lambda root, vocab_order: R.read_wikitext(root, vocab_order, vocab_splits=("train",)),  # TXL: train only
-        {"vocab_order": "frequency"}, ORDER_CHOICES,
+        lambda root, vocab, vocab_order: R.read_wikitext(root, vocab_order, ("train",), vocab),  # TXL: train only
+        {"vocab_order": "frequency", "vocab_file": None}, ORDER_CHOICES,
     ),
     "wikitext2": LMDataset(
         _wikitext_spec(
@@ -109,8 +109,8 @@ DATASETS: dict[str, LMDataset] = {
             "92675f1d63015c1c8b51f1656a52d5bdbc33aafa60cc47a218a66e7ee817488c", lm_minis.build_wikitext2_mini,
         ),
         "word", "ppl",
-        lambda root, vocab_order: R.read_wikitext(root, vocab_order, vocab_splits=R.SPLITS),  # TXL/MoS: all splits
-        {"vocab_order": "frequency"}, ORDER_CHOICES,
+        lambda root, vocab, vocab_order: R.read_wikitext(root, vocab_order, R.SPLITS, vocab),  # TXL/MoS: all splits
+        {"vocab_order": "frequency", "vocab_file": None}, ORDER_CHOICES,
     ),
     "ptb": LMDataset(
         DatasetSpec(
@@ -122,8 +122,8 @@ DATASETS: dict[str, LMDataset] = {
             homepage="http://www.fit.vutbr.cz/~imikolov/rnnlm/",
         ),
         "word", "ppl",
-        lambda root, vocab_order, lower_case: R.read_ptb(root, vocab_order, lower_case=lower_case),
-        {"vocab_order": "frequency", "lower_case": True},  # TXL lowercases PTB; MoS: lower_case=false
+        lambda root, vocab, vocab_order, lower_case: R.read_ptb(root, vocab_order, lower_case=lower_case, vocab=vocab),
+        {"vocab_order": "frequency", "lower_case": True, "vocab_file": None},  # TXL lowercases PTB; MoS keeps case
         {**ORDER_CHOICES, "lower_case": (True, False)},
     ),
     "ptb_char": LMDataset(
@@ -139,8 +139,8 @@ DATASETS: dict[str, LMDataset] = {
             homepage="http://www.fit.vutbr.cz/~imikolov/rnnlm/",
         ),
         "char", "bpc",
-        lambda root, vocab_order: R.read_ptb(root, vocab_order, char=True),
-        {"vocab_order": "frequency"}, ORDER_CHOICES,
+        lambda root, vocab, vocab_order: R.read_ptb(root, vocab_order, char=True, vocab=vocab),
+        {"vocab_order": "frequency", "vocab_file": None}, ORDER_CHOICES,
     ),
     "enwik8": LMDataset(
         DatasetSpec(
@@ -158,8 +158,8 @@ DATASETS: dict[str, LMDataset] = {
             homepage="http://mattmahoney.net/dc/textdata.html",
         ),
         "char", "bpc",
-        lambda root, keep_newlines: R.read_enwik8(root, keep_newlines),
-        {"keep_newlines": False}, {"keep_newlines": (False, True)},
+        lambda root, vocab, keep_newlines: R.read_enwik8(root, keep_newlines, vocab),
+        {"keep_newlines": False, "vocab_file": None}, {"keep_newlines": (False, True)},
     ),
     "text8": LMDataset(
         DatasetSpec(
@@ -171,8 +171,8 @@ DATASETS: dict[str, LMDataset] = {
             homepage="http://mattmahoney.net/dc/textdata.html",
         ),
         "char", "bpc",
-        lambda root: R.read_text8(root),
-        {},
+        lambda root, vocab: R.read_text8(root, vocab),
+        {"vocab_file": None},
     ),
     "lm1b": LMDataset(
         DatasetSpec(
@@ -188,7 +188,7 @@ DATASETS: dict[str, LMDataset] = {
             homepage="http://www.statmt.org/lm-benchmark/",
         ),
         "word", "ppl",
-        lambda root, convention, shuffle_seed: R.read_lm1b(root, convention, shuffle_seed),
+        lambda root, vocab, convention, shuffle_seed: R.read_lm1b(root, convention, shuffle_seed),  # vocab: its file
         {"convention": "pytorch", "shuffle_seed": 0}, {"convention": R.LM1B_CONVENTIONS},
     ),
 }
@@ -222,17 +222,21 @@ def load_lm_corpus(
     ``options`` are the reader settings of that benchmark (``vocab_order`` for WikiText/PTB, ``lower_case`` for PTB,
     ``keep_newlines`` for enwik8, ``convention`` and ``shuffle_seed`` for LM1B); an unknown one is a ConfigError.
     Defaults follow the Transformer-XL pipeline; the MoS/AWD-LSTM one is ``vocab_order=first_appearance`` (and
-    ``lower_case=false`` for PTB).
+    ``lower_case=false`` for PTB). ``vocab_file`` (a saved :class:`Vocab` JSON, e.g. the vocabulary shipped with an
+    imported checkpoint, TXL P25) encodes the corpus with that vocabulary instead of rebuilding one.
     """
     ds = DATASETS.get(name)
     if ds is None:
         raise ConfigError(f"data.dataset={name!r} is not a language-modelling benchmark; choose one of {list(DATASETS)}.")
     settings = _settings(name, ds, options)
+    vocab_file = settings.pop("vocab_file", None)
+    given = Vocab.load(vocab_file) if vocab_file else None
     root = locate(ds.spec, source, path, cache_dir)
     cache_root = Path(cache_dir) if cache_dir else sources.DEFAULT_CACHE  # same default as locate()
-    key = cache_key(name, source, root, ds.spec.files, settings)
-    vocab, splits, _ = load_or_build(cache_root, name, key, lambda: ds.read(root, **settings))
+    key_settings = {**settings, "vocab": given.fingerprint() if given else None}  # keyed by content, not path
+    key = cache_key(name, source, root, ds.spec.files, key_settings)
+    vocab, splits, _ = load_or_build(cache_root, name, key, lambda: ds.read(root, given, **settings))
     missing = [s for s in R.SPLITS if s not in splits]
     if missing:
         raise DataError(f"dataset {name}: the reader produced no {missing} split.")
-    return LMCorpus(name, ds.level, ds.metric, vocab, splits, source, root, settings)
+    return LMCorpus(name, ds.level, ds.metric, vocab, splits, source, root, {**settings, "vocab_file": vocab_file})

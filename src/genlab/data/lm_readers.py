@@ -71,41 +71,48 @@ def read_word_corpus(
     order: Order = "frequency",
     unk: str | None = "<unk>",
     lower: bool = False,
+    vocab: Vocab | None = None,
 ) -> tuple[Vocab, dict[str, np.ndarray]]:
     """WikiText / PTB style: ``<eos>`` appended to each line; id 0 in frequency order, inline in first-appearance.
 
-    ``unk`` is used for out-of-vocabulary tokens only when the corpus itself contains it (these corpora are
-    closed: their rare words are already ``<unk>``); otherwise an unseen token is an error.
+    ``unk`` is used for out-of-vocabulary tokens only when the vocabulary contains it (these corpora are
+    closed: their rare words are already ``<unk>``); otherwise an unseen token is an error. A given ``vocab``
+    (e.g. the one shipped with an imported checkpoint) is used as is instead of being rebuilt.
     """
     for split, path in files.items():
         if not path.is_file():
             raise DataError(f"{path} is missing: the {split} split of this corpus. Put the file there or fix data.path.")
         if path.stat().st_size == 0:
             raise DataError(f"{path} is empty (0 bytes): the {split} split has no text. Replace it with the real file.")
-    specials = (EOS,) if order == "frequency" else ()  # MoS meets <eos> inline, after the first line's words
-    vocab = build_word_vocab([files[s] for s in vocab_splits], specials=specials, order=order, lower=lower)
-    if unk is not None and unk in vocab:
+    if vocab is None:
+        specials = (EOS,) if order == "frequency" else ()  # MoS meets <eos> inline, after the first line's words
+        vocab = build_word_vocab([files[s] for s in vocab_splits], specials=specials, order=order, lower=lower)
+    if unk is not None and unk in vocab and vocab.unk is None:
         vocab = Vocab(vocab.symbols, unk=unk, specials=vocab.specials)
     return vocab, {s: encode_word_file(p, vocab, lower=lower) for s, p in files.items()}
 
 
-def read_wikitext(root: Path, order: Order = "frequency", vocab_splits: Sequence[str] = ("train",)):
+def read_wikitext(
+    root: Path, order: Order = "frequency", vocab_splits: Sequence[str] = ("train",), vocab: Vocab | None = None
+):
     """``wiki.{train,valid,test}.tokens`` (WikiText-103 and WikiText-2): case kept, ``<eos>`` on every line.
 
     TXL counts train only for WT103 and train+valid+test for WT2; the vocabulary is the same set either way.
     """
     files = {s: Path(root) / f"wiki.{s}.tokens" for s in SPLITS}
-    return read_word_corpus(files, vocab_splits, order=order)
+    return read_word_corpus(files, vocab_splits, order=order, vocab=vocab)
 
 
-def read_ptb(root: Path, order: Order = "frequency", char: bool = False, lower_case: bool = False):
+def read_ptb(
+    root: Path, order: Order = "frequency", char: bool = False, lower_case: bool = False, vocab: Vocab | None = None
+):
     """Mikolov's ``ptb.{split}.txt`` (word) or ``ptb.char.{split}.txt`` (char); vocab from all three splits.
 
     ``lower_case`` is the TXL PTB setting (it turns the number token ``N`` into ``n``); MoS/AWD-LSTM keep case.
     """
     stem = "ptb.char" if char else "ptb"
     files = {s: Path(root) / f"{stem}.{s}.txt" for s in SPLITS}
-    return read_word_corpus(files, SPLITS, order=order, lower=lower_case)
+    return read_word_corpus(files, SPLITS, order=order, lower=lower_case, vocab=vocab)
 
 
 # ---------------------------------------------------------------------------------------------- enwik8
@@ -212,11 +219,27 @@ def _parse_decimal_chunk(buf: np.ndarray, offset: int, path: Path, keep_newlines
     return value
 
 
-def read_enwik8(root: Path, keep_newlines: bool = False):
+def read_enwik8(root: Path, keep_newlines: bool = False, vocab: Vocab | None = None):
     """enwik8 ``{train,valid,test}.txt``; vocab = byte values seen in all three splits, by frequency, no specials."""
     raw = {s: parse_decimal_bytes(Path(root) / f"{s}.txt", keep_newlines) for s in SPLITS}
-    vocab, table = build_value_vocab([raw[s] for s in SPLITS], 256, [str(v) for v in range(256)])
-    return vocab, {s: table[v] for s, v in raw.items()}
+    return _encode_values(root, raw, [str(v) for v in range(256)], vocab)
+
+
+def _encode_values(root: Path, raw: dict[str, np.ndarray], names: list[str], vocab: Vocab | None):
+    """Byte/char values -> ids, with a vocabulary built from all splits or the given one."""
+    if vocab is None:
+        vocab, table = build_value_vocab([raw[s] for s in SPLITS], len(names), names)
+    else:
+        table = np.array([vocab.get(n, -1) for n in names], dtype=np.int32)
+    out = {}
+    for split, values in raw.items():
+        ids = table[values]
+        if ids.min() < 0:
+            bad = names[int(values[int(np.argmin(ids))])]
+            raise DataError(f"{root}/{split}.txt: symbol {bad!r} is not in the given vocabulary; use the vocabulary "
+                            "this corpus was tokenised with.")
+        out[split] = ids
+    return vocab, out
 
 
 # ---------------------------------------------------------------------------------------------- text8
@@ -263,11 +286,10 @@ def _parse_text8_chunk(buf: np.ndarray, offset: int, path: Path) -> np.ndarray:
     return buf[~is_sep].astype(np.int16)
 
 
-def read_text8(root: Path):
+def read_text8(root: Path, vocab: Vocab | None = None):
     """text8 ``{train,valid,test}.txt``: 27 symbols ('_' for space), no ``<eos>``, frequency order."""
     raw = {s: parse_text8_chars(Path(root) / f"{s}.txt") for s in SPLITS}
-    vocab, table = build_value_vocab([raw[s] for s in SPLITS], 256, [chr(v) for v in range(256)])
-    return vocab, {s: table[v] for s, v in raw.items()}
+    return _encode_values(root, raw, [chr(v) for v in range(256)], vocab)
 
 
 # ---------------------------------------------------------------------------------------------- One Billion Word

@@ -54,6 +54,10 @@ class Vocab:
     def __contains__(self, sym: str) -> bool:
         return sym in self._index
 
+    def get(self, sym: str, default: int | None = None) -> int | None:
+        """Id of ``sym`` without the unk fallback."""
+        return self._index.get(sym, default)
+
     def index(self, sym: str) -> int:
         idx = self._index.get(sym)
         if idx is None:

@@ -27,7 +27,10 @@ SKIP_SECTIONS = frozenset(
     {"references", "external links", "see also", "further reading", "notes", "bibliography", "sources",
      "footnotes", "citations", "notes and references", "works cited", "gallery", "discography", "filmography"}
 )
-_NON_ARTICLE_LINK = re.compile(r"^\s*:?\s*(file|image|category|media|wikipedia|wp|template|help|portal|[a-z]{2,3}(-[a-z]+)?)\s*:", re.I)
+# links to files, categories, project pages and other languages, which are not article text
+_NON_ARTICLE_LINK = re.compile(
+    r"^\s*:?\s*(file|image|category|media|wikipedia|wp|template|help|portal|[a-z]{2,3}(-[a-z]+)?)\s*:", re.I
+)
 
 
 @dataclass(frozen=True)
