@@ -107,3 +107,12 @@ def test_pretrain_mini_builds_offline_in_the_same_format(tmp_path):
     docs = [d for d in text.split("\n\n") if d.strip()]
     assert len(docs) >= 5 and all(len(d.splitlines()) >= 1 for d in docs)
     assert (root / "valid" / "wiki_00.txt").stat().st_size > 10_000
+
+
+def test_xlnet_base_without_a_corpus_says_how_to_point_at_one(compose_cfg):
+    from hydra.utils import instantiate
+
+    cfg = compose_cfg(["experiment=xlnet_base"])
+    dm = instantiate(cfg.data)
+    with pytest.raises(DataError, match=r"data\.path=/your/corpus.*data=pretrain_mini"):
+        dm.prepare_data()
