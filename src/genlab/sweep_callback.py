@@ -1,0 +1,88 @@
+"""Hydra callback for sweeps: record every trial's outcome and keep ``multirun_summary.json/md`` in the sweep dir.
+
+Registered in conf/hydra/default.yaml as ``hydra.callbacks.sweep_summary``. The summary is rewritten after each
+trial, so an interrupted sweep still has one; trials that raised past train.py's own handler, or returned a
+non-finite objective without writing metrics.json, are recorded as failed here.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+from hydra.core.utils import JobReturn, JobStatus
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+from genlab.runs import METRICS_FILE, global_rank, read_json, write_final_metrics
+
+log = logging.getLogger("genlab")
+
+
+def _objective_failed(job_return: JobReturn) -> str | None:
+    """Why a trial failed, from Hydra's view of it (None if it looks fine)."""
+    if job_return.status == JobStatus.FAILED:
+        err = job_return._return_value
+        return f"{type(err).__name__}: {err}"
+    try:
+        value = float(job_return.return_value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isfinite(value) else f"objective is {value}"
+
+
+def _sweep_dir(config: DictConfig, output_dir: Path) -> Path:
+    """The trial's sweep dir: its output dir minus the resolved subdir (re-resolving ``${now:}`` could differ)."""
+    try:
+        subdir = Path(str(OmegaConf.select(config, "hydra.sweep.subdir")))
+    except Exception:  # an interpolation that only resolved inside the job
+        return output_dir.parent
+    if output_dir.parts[-len(subdir.parts):] == subdir.parts:
+        return Path(*output_dir.parts[: -len(subdir.parts)])
+    return output_dir.parent
+
+
+class SweepSummary(Callback):
+    def __init__(self) -> None:
+        self.sweep_dir: str | None = None  # as the trials saw it (re-resolving ${now:} later could differ)
+
+    def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
+        if global_rank() != 0 or job_return.hydra_cfg is None:
+            return
+        hc = job_return.hydra_cfg.hydra
+        out = Path(hc.runtime.output_dir)
+        failure = _objective_failed(job_return)
+        status = read_json(out / METRICS_FILE).get("status")
+        if failure and status is None:
+            write_final_metrics(out, {}, status="failed", error=failure)
+            status = "failed"
+        from genlab.callbacks.wandb import finish_wandb
+
+        finish_wandb(exit_code=1 if (failure or status == "failed") else 0)
+        if str(hc.mode).endswith("MULTIRUN"):
+            self.sweep_dir = str(_sweep_dir(config, out))
+            self._write(self.sweep_dir)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        if global_rank() != 0:
+            return
+        sweep_dir = self.sweep_dir or str(OmegaConf.select(config, "hydra.sweep.dir"))
+        summary = self._write(sweep_dir)
+        if summary is not None:
+            log.info(
+                "sweep done: %d trials, %d finished, %d failed -> %s",
+                summary["n_trials"], summary["n_finished"], summary["n_failed"],
+                Path(sweep_dir) / "multirun_summary.md",
+            )
+
+    @staticmethod
+    def _write(sweep_dir: str) -> dict[str, Any] | None:
+        from genlab.report.collect import write_multirun_summary
+
+        try:
+            return write_multirun_summary(sweep_dir)
+        except Exception as e:  # a summary must never take the sweep down
+            log.warning("could not write the sweep summary in %s: %s", sweep_dir, e)
+            return None

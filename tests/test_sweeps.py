@@ -1,0 +1,156 @@
+"""Sweeps end to end, as a user runs them (subprocesses): Hydra multirun, failed trials, summary, Optuna resume,
+and the report over the sweep.
+
+Two layers: a toy Hydra app (a quadratic objective, seconds per sweep) exercising the sweep machinery with the
+real conf/hparams_search preset and callback, and ``train.py -m`` on a real ``_mini`` experiment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CALLBACK = "+hydra.callbacks.sweep_summary._target_=genlab.sweep_callback.SweepSummary"
+
+TOY_APP = textwrap.dedent(
+    """
+    import math, os, sys
+    import hydra
+    from hydra.core.hydra_config import HydraConfig
+    from genlab.runs import write_final_metrics, write_run_metadata
+
+    @hydra.main(version_base="1.3", config_path="conf", config_name="toy")
+    def main(cfg):
+        out = HydraConfig.get().runtime.output_dir
+        write_run_metadata(cfg, out)
+        if HydraConfig.get().job.num == int(os.environ.get("TOY_DIE_AT_JOB", -1)):
+            os._exit(137)  # killed mid-trial, like the OOM killer or a pre-empted node
+        if cfg.fail == "raise":
+            raise RuntimeError("boom in trial")
+        if cfg.fail == "nanloss":  # what train.py does with a caught error: record it, return NaN to the sweeper
+            write_final_metrics(out, {}, "failed", error="NonFiniteLossError: train/loss became nan")
+            return math.nan
+        value = (cfg.task.optimizer.lr - 0.003) ** 2 * 1e4 + cfg.model.width * 0.01 + cfg.seed * 0.001
+        write_final_metrics(out, {"valid/loss": value, "test/loss": value + 1}, "finished")
+        return value
+
+    if __name__ == "__main__":
+        main()
+    """
+)
+
+TOY_CONF = textwrap.dedent(
+    f"""
+    defaults:
+      - _self_
+      - hparams_search: null
+    hydra:
+      searchpath: [file://{ROOT / "conf"}]
+      run: {{dir: "${{paths.log_dir}}/${{name}}/run"}}
+      sweep: {{dir: "${{paths.log_dir}}/${{name}}/multirun", subdir: "${{hydra.job.override_dirname}}"}}
+      job: {{chdir: false, config: {{override_dirname: {{exclude_keys: [hparams_search]}}}}}}
+    name: toy_mini
+    paths: {{log_dir: "${{oc.env:GENLAB_LOGS}}"}}
+    seed: 1
+    fail: "no"
+    model: {{width: 8}}
+    task: {{optimizer: {{lr: 0.001}}, monitor: valid/loss, monitor_mode: min}}
+    """
+)
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TOY_", "WANDB_"))}
+    return {**env, "GENLAB_LOGS": str(tmp_path / "outputs"), "WANDB_MODE": "disabled", "HYDRA_FULL_ERROR": "1"}
+
+
+@pytest.fixture
+def toy(tmp_path):
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "toy.yaml").write_text(TOY_CONF)
+    (tmp_path / "toy_app.py").write_text(TOY_APP)
+
+    def run(*args: str, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "toy_app.py", *args], cwd=tmp_path, env={**_env(tmp_path), **(extra_env or {})},
+                              capture_output=True, text=True, timeout=300)
+
+    return run
+
+
+def _report(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "genlab.report", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_multirun_failed_trial_is_recorded_and_summary_written(toy, tmp_path):
+    result = toy("-m", CALLBACK, "model.width=8,16", "fail=no,nanloss,raise", "seed=1")
+    # Hydra stops a multirun whose job *raised* (train.py never lets that happen); the NaN trial did not stop it.
+    assert result.returncode != 0 and "boom in trial" in result.stderr
+    sweep = tmp_path / "outputs" / "toy_mini" / "multirun"
+    s = json.loads((sweep / "multirun_summary.json").read_text())
+    by = {(t["overrides"]["model.width"], t["overrides"]["fail"]): t for t in s["trials"]}
+    assert by[("8", "no")]["status"] == "finished" and by[("8", "no")]["monitor_value"] == pytest.approx(0.121)
+    assert by[("8", "nanloss")]["status"] == "failed" and "nan" in by[("8", "nanloss")]["error"]
+    assert by[("8", "raise")]["status"] == "failed" and "RuntimeError: boom in trial" in by[("8", "raise")]["error"]
+    assert "failed" in (sweep / "multirun_summary.md").read_text()
+
+
+def test_multirun_2x2x2_seeds_and_report_table(toy, tmp_path):
+    result = toy("-m", CALLBACK, "model.width=8,16", "task.optimizer.lr=0.001,0.003", "seed=1,2")
+    assert result.returncode == 0, result.stderr[-3000:]
+    sweep = tmp_path / "outputs" / "toy_mini" / "multirun"
+    s = json.loads((sweep / "multirun_summary.json").read_text())
+    assert (s["n_trials"], s["n_finished"], s["n_failed"]) == (8, 8, 0)
+    assert sorted(p.name for p in sweep.iterdir() if p.is_dir())[0] == "model.width=16,seed=1,task.optimizer.lr=0.001"
+
+    rep = _report(str(sweep), "--rows", "task.optimizer.lr", "--cols", "model.width", "--no-plot", cwd=tmp_path)
+    assert rep.returncode == 0, rep.stderr
+    md = (sweep / "table.md").read_text()
+    mean = (0.002**2 * 1e4 + 0.08 + 0.0015)  # lr=0.001, width=8, seeds 1 and 2
+    assert f"| 0.001 | {mean:.2f} ± 0.00 |" in md and md.count("\n| 0.00") == 2
+
+
+def test_sweep_override_naming_an_unknown_key_fails_before_any_trial(toy, tmp_path):
+    result = toy("-m", "model.widht=8,16")
+    assert result.returncode != 0 and "model.widht" in result.stderr
+    assert not list(tmp_path.rglob("run.json"))  # Hydra made the sweep dir, but no trial ran
+
+
+def test_optuna_study_resumes_after_interruption(toy, tmp_path):
+    import optuna
+
+    from hydra_plugins.genlab_sweeper.sqlite_store import SQLiteTrialStore
+
+    def load():  # the study as stored on disk, read fresh each time
+        return optuna.load_study(study_name="toy_mini", storage=SQLiteTrialStore(sweep / "optuna.db", "toy_mini"))
+
+    args = ("hparams_search=optuna", CALLBACK, "hydra.sweeper.n_trials=4", "seed=3")
+    killed = toy(*args, extra_env={"TOY_DIE_AT_JOB": "2"})
+    assert killed.returncode == 137
+    sweep = tmp_path / "outputs" / "toy_mini" / "optuna"
+    before = load().get_trials()
+    assert [t.state.name for t in before] == ["COMPLETE", "COMPLETE", "RUNNING"]
+
+    resumed = toy(*args)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resuming study 'toy_mini': 2 of 4 trials done" in resumed.stderr + resumed.stdout
+    study = load()
+    states = [t.state.name for t in study.get_trials()]
+    assert states.count("COMPLETE") == 4 and states == ["COMPLETE", "COMPLETE", "FAIL", "COMPLETE", "COMPLETE"]
+    assert study.direction.name == "MINIMIZE"  # from task.monitor_mode
+    complete = [t for t in study.get_trials() if t.state.name == "COMPLETE"]
+    assert len({t.params["task.optimizer.lr"] for t in complete}) == 4  # the resumed sampler did not repeat itself
+    assert study.best_value == min(t.value for t in study.get_trials() if t.value is not None)
+    assert (sweep / "optimization_results.yaml").exists()
+    s = json.loads((sweep / "multirun_summary.json").read_text())
+    assert s["n_finished"] == 4 and s["n_incomplete"] == 1  # the killed trial's directory
+
+    again = toy(*args)  # budget spent: nothing more runs
+    assert again.returncode == 0 and len(load().trials) == 5
