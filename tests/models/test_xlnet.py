@@ -15,6 +15,15 @@ V = 40
 TINY = dict(n_layer=2, d_model=32, n_head=2, d_head=16, d_inner=64, dropout=0.0, dropatt=0.0)
 
 
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny tensors: one intra-op thread avoids OpenMP spin-wait stalls on a loaded 2-core machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def tiny(seed: int = 0, dtype=torch.float64, **kw) -> XLNetLMHeadModel:
     torch.manual_seed(seed)
     model = XLNetLMHeadModel(V, **{**TINY, **kw}).to(dtype).eval()
@@ -335,3 +344,26 @@ def test_model_configs_instantiate(name, expected):
     assert isinstance(model, XLNetLMHeadModel)
     if expected is not None:
         assert count_params(model) == expected
+
+
+# --- C24 overfitting --------------------------------------------------------------------------------------------
+
+def test_c24_overfits_two_sentences():
+    torch.manual_seed(0)
+    model = XLNetLMHeadModel(20, n_layer=2, d_model=32, n_head=2, d_head=16, d_inner=64, dropout=0.0, dropatt=0.0)
+    ids = torch.tensor([[10, 11, 12, 13, 14, 15, 4, 16, 17, 18, 19, 12, 4, 3]]).expand(8, -1)
+    seg = torch.tensor([[0] * 7 + [1] * 6 + [2]]).expand(8, -1)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    g = torch.Generator().manual_seed(0)
+    losses = []
+    for _ in range(500):
+        masked = torch.rand(8, 14, generator=g) < 0.3
+        perm = local_perm(ids, masked, sample_ranks(14, 14, (8,), generator=g))
+        slots = prediction_slots(ids, perm.is_target, num_predict=14)
+        out = model(ids, seg, perm_mask=perm.perm_mask, target_mapping=slots.target_mapping)
+        loss = plm_loss(out.logits, slots.target, slots.target_mask)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert sum(losses[-20:]) / 20 < 0.1

@@ -12,6 +12,15 @@ from genlab.nn.two_stream_attention import relative_shift
 D, H, DH = 16, 2, 8
 
 
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny tensors: one intra-op thread avoids OpenMP spin-wait stalls on a loaded 2-core machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def naive_attention(attn, x, positions, cat, seg_q, seg_k, blocked, m, backward, clamp_len):
     """Per-pair distances M+i-j (negated for backward rows), explicit s_+/s_-, -1e30 masking, post-LN.
 
@@ -62,6 +71,7 @@ def test_c2_layer_equals_naive_relative_attention(m, t, clamp_len, bi_data):
     mem = torch.randn(b, m, D, dtype=torch.float64) if m else None
     ctx = model._context(ids, seg, None, perm, tm, m, torch.float64)
     out_h, out_g = attn(h, g, mem, ctx)
+    assert (ctx.mask_h[..., :m] == 0).all() and (ctx.mask_g[..., :m] == 0).all()  # memory always visible
 
     cat = h if mem is None else torch.cat([mem, h], 1)
     seg_k = torch.cat([torch.zeros(b, m, dtype=torch.long), seg], 1)
