@@ -162,3 +162,42 @@ class ImageDensityDataModule(SSLImageDataModule):
         gen = torch.Generator().manual_seed(self.hparams.seed)
         return DataLoader(TensorDataset(self.x_unl), batch_size=self.hparams.batch_size, shuffle=True,
                           generator=gen, drop_last=True, collate_fn=lambda items: {"x": torch.stack([a for (a,) in items])})
+
+
+class OneClassImageDataModule(SSLImageDataModule):
+    """One digit class of a dataset (train and test files pooled), split 85/15 with random_state 0 as the NIST
+    loader of the CEGAN ranking experiment. Batches ``{"x": [B, D]}`` in [0, 1]; ``x_test`` holds held-out images."""
+
+    def __init__(self, dataset: str = "digits", source: str = "mini", path: str | None = None,
+                 cache_dir: str | None = None, digit: int = 1, batch_size: int = 128, seed: int = 0) -> None:
+        super().__init__(dataset=dataset, source=source, path=path, cache_dir=cache_dir, n_labeled=0, seed=seed,
+                         batch_size=batch_size, unlabeled_pool="all", scale="unit", flatten=True)
+        self.digit = digit
+
+    def setup(self, stage: str | None = None) -> None:
+        from sklearn.model_selection import train_test_split
+
+        if hasattr(self, "x_train"):
+            return
+        spec, reader, _ = DATASETS[self.hparams.dataset]
+        root = locate(spec, self.hparams.source, self.hparams.path, self.hparams.cache_dir)
+        parts = [reader(root, split) for split in ("train", "test")]
+        images = np.concatenate([p[0] for p in parts])
+        labels = np.concatenate([p[1] for p in parts])
+        if not (labels == self.digit).any():
+            raise ConfigError(f"data.digit={self.digit} does not occur in {self.hparams.dataset}.")
+        x = self._to_float(images[labels == self.digit])
+        train_idx, test_idx = train_test_split(np.arange(len(x)), test_size=0.15, random_state=0)
+        self.x_train, self.x_test = x[train_idx], x[test_idx]
+
+    def train_dataloader(self) -> DataLoader:
+        gen = torch.Generator().manual_seed(self.hparams.seed)
+        return DataLoader(TensorDataset(self.x_train), batch_size=self.hparams.batch_size, shuffle=True,
+                          drop_last=True, generator=gen,
+                          collate_fn=lambda items: {"x": torch.stack([a for (a,) in items])})
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(TensorDataset(self.x_test), batch_size=500,
+                          collate_fn=lambda items: {"x": torch.stack([a for (a,) in items])})
+
+    test_dataloader = val_dataloader

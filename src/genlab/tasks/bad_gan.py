@@ -80,7 +80,8 @@ class BadGANTask(pl.LightningModule):
                  density_model: nn.Module | None = None, image_shape: list[int] | None = None,
                  lr_horizon_epochs: int | None = None, lr_floor: float = 0.0, init_batches: int = 5,
                  init_source: str = "unlabeled", init_generator: bool = False, n_eval_generated: int = 2000,
-                 sample_grid: int = 100, supervised_only: bool = False) -> None:
+                 sample_grid: int = 100, supervised_only: bool = False, density_pretrain_steps: int = 0,
+                 density_pretrain_lr: float = 2e-3, density_pretrain_batch: int = 40) -> None:
         super().__init__()
         if scheduler is not None:
             raise ConfigError("task.scheduler must be null for the bad GAN: its per-epoch schedule is set by "
@@ -96,11 +97,14 @@ class BadGANTask(pl.LightningModule):
         self.model = model
         self.make_opt_d, self.make_opt_g, self.make_opt_enc = optimizer, g_optimizer, enc_optimizer
         self.density = density_model
+        self.monitor = monitor
+        if density_pretrain_steps and density_model is None:
+            raise ConfigError("task.density_pretrain_steps > 0 needs task.density_model (the PixelCNN++ to fit).")
         if ld_weight and density_model is None:
             if density_ckpt is None:
                 raise ConfigError("task.ld_weight > 0 needs task.density_ckpt (a pretrained PixelCNN++).")
             self.density = load_density_model(density_ckpt, image_shape or [])
-        if self.density is not None:
+        if self.density is not None and not density_pretrain_steps:
             self.density.requires_grad_(False).eval()
         self.register_buffer("initialised", torch.tensor(False))
         self.register_buffer("ld_threshold", torch.tensor(float("nan")))
@@ -146,10 +150,27 @@ class BadGANTask(pl.LightningModule):
             key = "x_unl" if self.hparams.init_source == "unlabeled" else "x_lab"
             stream = iter(dm.train_dataloader())
             self._data_init([next(stream)[key] for _ in range(self.hparams.init_batches)])
+        if self.hparams.density_pretrain_steps and torch.isnan(self.ld_threshold):
+            self._pretrain_density(dm.x_unl)
         if self.hparams.ld_weight and torch.isnan(self.ld_threshold):
             ref = dm.reference_images(self.hparams.ld_threshold_set)
             self.ld_threshold.fill_(L.density_threshold(self._log_density_batched(ref), self.hparams.ld_quantile))
         self.iters_per_epoch = dm.iters_per_epoch if dm is not None else 1
+
+    def _pretrain_density(self, images: Tensor) -> None:
+        """Explicitly requested (offline minis): fit the given density model on the unlabelled images by maximum
+        likelihood before the GAN starts, then freeze it. Full presets load a pretrained checkpoint instead."""
+        hp = self.hparams
+        self.density.train().requires_grad_(True)
+        opt = torch.optim.Adam(self.density.parameters(), lr=hp.density_pretrain_lr)
+        gen = torch.Generator().manual_seed(0)
+        for _ in range(hp.density_pretrain_steps):
+            idx = torch.randint(0, len(images), (hp.density_pretrain_batch,), generator=gen)
+            loss = -self._log_density(images[idx].to(self.device)).mean()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        self.density.requires_grad_(False).eval()
 
     @torch.no_grad()
     def _log_density_batched(self, x: Tensor, batch: int = 200) -> Tensor:
@@ -241,7 +262,8 @@ class BadGANTask(pl.LightningModule):
         if parts is None:
             return
         if self.hparams.supervised_only:  # the baseline: same D, noise, optimiser and iterations, labels only
-            self.log_dict({"train/d_loss": parts["loss"].detach(), "train/train_err": parts["train_err"]})
+            self.log_dict({"train/loss": parts["loss"].detach(), "train/d_loss": parts["loss"].detach(),
+                           "train/train_err": parts["train_err"]})
             return
         x_unl2 = batch.get("x_unl2", batch["x_unl"])
         g_parts = self.g_loss(x_unl2)
@@ -254,7 +276,8 @@ class BadGANTask(pl.LightningModule):
         for o in raw:
             o.step()
         self.model.discriminator.zero_grad(set_to_none=True)
-        logs = {f"train/d_{k}": v for k, v in parts.items() if k in ("loss", "sup", "unl", "gen", "ent")}
+        logs = {"train/loss": parts["loss"]}
+        logs.update({f"train/d_{k}": v for k, v in parts.items() if k in ("loss", "sup", "unl", "gen", "ent")})
         logs.update({f"train/{k}": v for k, v in parts.items() if k.endswith("acc") or k == "train_err"})
         logs.update({f"train/g_{k}": v for k, v in g_parts.items()})
         logs["train/lr_d"] = opts[0].optimizer.param_groups[0]["lr"]

@@ -92,6 +92,7 @@ class CEGANTask(pl.LightningModule):
             raise ConfigError("task.scheduler must be null: CEGAN decays LRs per epoch (task.lr_decay, lr_floor).")
         self.save_hyperparameters(ignore=["model"])
         self.automatic_optimization = False
+        self.monitor = monitor
         self.model = model
         self.make_optimizer = optimizer
         self.gap = float(init_gap)
@@ -199,6 +200,7 @@ class CEGANTask(pl.LightningModule):
                 self._apply(opt, ps, tuple(grads_g[start:start + len(ps)]))
                 start += len(ps)
         self.log_dict({f"train/{k}": v.detach() for k, v in out.items()})
+        self.log("train/loss", out["loss_d"].detach())
         self.log_dict({f"train/n_{k}": float(v) for k, v in self.update_counts.items()})
 
     # ------------------------------------------------------------------------------------------- evaluation

@@ -26,6 +26,7 @@ class PixelCNNTask(pl.LightningModule):
                  lr_decay: float = 1.0, ld_quantile: float = 10.0) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["model"])
+        self.monitor = monitor
         self.model = model
         self.make_optimizer, self.make_scheduler = optimizer, scheduler
         self._eval_logp: list[Tensor] = []
@@ -51,7 +52,7 @@ class PixelCNNTask(pl.LightningModule):
         x = batch["x"]
         self._check_shape(x)
         loss = self._bpd(self.model.log_prob(x), x)
-        self.log("train/bpd", loss, prog_bar=True)
+        self.log_dict({"train/bpd": loss, "train/loss": loss}, prog_bar=True)
         return loss
 
     def _eval_step(self, batch: dict[str, Tensor]) -> None:
