@@ -1,0 +1,89 @@
+"""Evaluation speed: vanilla Transformer (sliding window) vs Transformer-XL (state reuse), TXL spec §6 / Table 2.10.
+
+Per-token wall time at evaluation for one small model on CPU, at several attention lengths l:
+- vanilla (Al-Rfou, attn_type=abs_learned, mem_len=0): for every token, a forward over the previous l tokens,
+  scoring only the last position (sliding window, stride 1);
+- Transformer-XL (attn_type=rel): segments of ``--tgt-len`` tokens with a full memory of l cached states.
+The speed-up should grow with l (the seed reports 363x at l=800 ... 1,874x at l=3,800 on a GPU with a
+12-layer model); the target for this CPU model is a speed-up of at least 0.3 x l. No assertions: it prints.
+
+    python experiments/perf/txl_eval_speed.py                      # l = 128, 256, 512, 1024
+    python experiments/perf/txl_eval_speed.py --lengths 128 256 --threads 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+
+from genlab.models.transformer_xl import TransformerXL
+
+
+def build(attn_type: str, mem_len: int, max_len: int, args: argparse.Namespace) -> TransformerXL:
+    torch.manual_seed(0)
+    return TransformerXL(
+        args.vocab, n_layer=args.n_layer, d_model=args.d_model, n_head=args.n_head,
+        d_head=args.d_model // args.n_head, d_inner=4 * args.d_model, dropout=0.0, dropatt=0.0,
+        mem_len=mem_len, attn_type=attn_type, max_len=max_len, same_length=mem_len > 0,
+    ).eval()
+
+
+@torch.inference_mode()
+def vanilla_per_token(length: int, stream: torch.Tensor, args: argparse.Namespace) -> float:
+    model = build("abs_learned", 0, length, args)
+    model(stream[:, :length], stream[:, 1:length + 1])  # warm-up
+    start = time.perf_counter()
+    for t in range(args.vanilla_tokens):
+        window = stream[:, t:t + length]
+        target = stream[:, t + 1:t + length + 1]
+        out = model.hidden_states(window)[0][:, -1:]  # only the last position is scored
+        model.crit(out.reshape(-1, args.d_model), target[:, -1])
+    return (time.perf_counter() - start) / args.vanilla_tokens
+
+
+@torch.inference_mode()
+def txl_per_token(length: int, stream: torch.Tensor, args: argparse.Namespace) -> float:
+    model = build("rel", length, length, args)
+    L = args.tgt_len
+    mem, pos = None, 0
+    for _ in range(-(-length // L) + 1):  # fill the memory first
+        mem = model(stream[:, pos:pos + L], stream[:, pos + 1:pos + L + 1], mem).memory
+        pos += L
+    start = time.perf_counter()
+    for _ in range(args.txl_segments):
+        mem = model(stream[:, pos:pos + L], stream[:, pos + 1:pos + L + 1], mem).memory
+        pos += L
+    return (time.perf_counter() - start) / (args.txl_segments * L)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--lengths", type=int, nargs="+", default=[128, 256, 512, 1024])
+    p.add_argument("--n-layer", type=int, default=4)
+    p.add_argument("--d-model", type=int, default=128)
+    p.add_argument("--n-head", type=int, default=4)
+    p.add_argument("--vocab", type=int, default=204, help="enwik8-sized character vocabulary")
+    p.add_argument("--tgt-len", type=int, default=128, help="TXL evaluation segment length")
+    p.add_argument("--vanilla-tokens", type=int, default=32, help="tokens timed for the vanilla model")
+    p.add_argument("--txl-segments", type=int, default=4)
+    p.add_argument("--threads", type=int, default=1)
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    need = max(args.lengths) * 2 + args.tgt_len * (args.txl_segments + 2) + args.vanilla_tokens + 2
+    stream = torch.randint(0, args.vocab, (1, need), generator=torch.Generator().manual_seed(0))
+    print(f"model: {args.n_layer} layers, d={args.d_model}, {args.n_head} heads, V={args.vocab}; batch 1; "
+          f"TXL segment {args.tgt_len}; {args.threads} thread(s)")
+    print("| attn len | vanilla ms/token | TXL ms/token | speed-up | speed-up / attn len | target (>= 0.3) |")
+    print("|---:|---:|---:|---:|---:|:---:|")
+    for length in args.lengths:
+        v = vanilla_per_token(length, stream, args)
+        x = txl_per_token(length, stream, args)
+        ratio = v / x
+        print(f"| {length} | {v * 1e3:.3f} | {x * 1e3:.4f} | {ratio:.1f}x | {ratio / length:.2f} | "
+              f"{'yes' if ratio >= 0.3 * length else 'no'} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
