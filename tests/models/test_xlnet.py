@@ -367,3 +367,19 @@ def test_c24_overfits_two_sentences():
         opt.step()
         losses.append(loss.item())
     assert sum(losses[-20:]) / 20 < 0.1
+
+
+def test_no_grad_sdpa_path_equals_training_path():
+    """Without gradients attention runs through SDPA; with gradients through baddbmm + softmax: same numbers."""
+    for dtype in (torch.float64, torch.float32):
+        model = tiny(dtype=dtype, mem_len=4)
+        ids, perm, _, _, slots = two_half_example(12, 6)
+        args = dict(perm_mask=perm[None].to(dtype), target_mapping=slots.target_mapping[None].to(dtype),
+                    memory=[torch.randn(1, 4, 32, dtype=dtype) for _ in range(2)])
+        seg = torch.randint(0, 2, (1, 12))
+        train_path = model(ids[None], seg, **args)
+        with torch.no_grad():
+            infer_path = model(ids[None], seg, **args)
+        tol = 1e-10 if dtype == torch.float64 else 1e-5
+        assert (train_path.logits - infer_path.logits).abs().max() < tol
+        assert (train_path.hidden - infer_path.hidden).abs().max() < tol

@@ -33,7 +33,7 @@ from torch import Tensor, nn
 
 from genlab.errors import ConfigError
 from genlab.nn.positional import relative_positions, sinusoid_table
-from genlab.nn.two_stream_attention import StreamContext, TwoStreamRelAttention
+from genlab.nn.two_stream_attention import MASK_FILL, StreamContext, TwoStreamRelAttention
 
 ACTIVATIONS = {
     "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),  # official XLNet (HF "gelu_new")
@@ -122,14 +122,14 @@ class XLNetModel(nn.Module):
         self.d_model, self.n_layer, self.init_std = d_model, n_layer, init_std
         self.attn_type, self.bi_data, self.clamp_len = attn_type, bi_data, clamp_len
         self.same_length, self.mem_len = same_length, mem_len
+        self.empty_row_policy = empty_row_policy
         self.word_embedding = nn.Embedding(vocab_size, d_model)
         self.mask_emb = nn.Parameter(torch.empty(1, 1, d_model))
         shared = None if untie_r else tuple(nn.Parameter(torch.empty(n_head, d_head)) for _ in range(3))
         inner = dropout if ff_inner_dropout is None else ff_inner_dropout
         self.layer = nn.ModuleList(
             XLNetLayer(
-                TwoStreamRelAttention(d_model, n_head, d_head, dropout, dropatt, layer_norm_eps,
-                                      empty_row_policy, shared),
+                TwoStreamRelAttention(d_model, n_head, d_head, dropout, dropatt, layer_norm_eps, shared),
                 XLNetFeedForward(d_model, d_inner, dropout, inner, ff_activation, layer_norm_eps),
             )
             for _ in range(n_layer)
@@ -153,10 +153,6 @@ class XLNetModel(nn.Module):
             for ln in (a.layer_norm, layer.ff.layer_norm):
                 nn.init.ones_(ln.weight)
                 nn.init.zeros_(ln.bias)
-
-    @property
-    def empty_row_policy(self) -> str:
-        return self.layer[0].rel_attn.empty_row_policy if len(self.layer) else "zero"
 
     def init_memory(self, batch_size: int, device: torch.device | None = None) -> list[Tensor]:
         """Official initial memory: zeros of full length mem_len per layer (spec §2.10, ``mem_init: zeros``)."""
@@ -200,13 +196,13 @@ class XLNetModel(nn.Module):
                  ) -> StreamContext:
         bsz, qlen = input_ids.shape
         klen, device = mlen + qlen, input_ids.device
-        fill = self.layer[0].rel_attn.mask_fill
 
         blocked_g = self._query_mask(qlen, mlen, bsz, input_mask, perm_mask, device)
         mask_h = mask_g = None
         if blocked_g is not None:
             eye = F.pad(torch.eye(qlen, dtype=torch.bool, device=device), (mlen, 0), value=False)
             blocked_h = blocked_g & ~eye
+            fill = max(MASK_FILL, torch.finfo(dtype).min)  # -1e30 overflows fp16
             mask_h = torch.zeros(blocked_h.shape, dtype=dtype, device=device).masked_fill_(blocked_h, fill)
             mask_g = torch.zeros(blocked_g.shape, dtype=dtype, device=device).masked_fill_(blocked_g, fill)
             mask_h, mask_g = mask_h[:, None], mask_g[:, None]
@@ -219,11 +215,14 @@ class XLNetModel(nn.Module):
         seg_g = slot_index = slot_valid = None
         if target_mapping is not None:
             pos = target_mapping.argmax(-1)  # [B, P]
-            slot_valid = (target_mapping.sum(-1) > 0).to(dtype)[:, None, :, None]
+            valid = target_mapping.sum(-1) > 0
             slot_index = (qlen - pos)[:, None, :, None] + torch.arange(klen, device=device)
             rows = pos[:, None, :, None].expand(-1, 1, -1, klen)
             if mask_g is not None:
+                if self.empty_row_policy == "zero":  # a slot that sees no key gets a zero attention vector
+                    valid = valid & ~blocked_g.gather(1, rows[:, 0]).all(-1)
                 mask_g = mask_g.gather(2, rows)
+            slot_valid = valid.to(dtype)[:, None, :, None]
             if seg_h is not None:
                 seg_g = seg_h.gather(2, rows)
 

@@ -10,6 +10,10 @@ The positional and segment terms are folded into one additive bias per layer and
 index ``T - i + j``). Only the difference ``s_- - s_+`` of the segment term matters: ``(q_i+b)·s_+`` is one
 constant per query row, which softmax ignores, so the segment bias is ``diff_ij · (q_i+b)·(s_- - s_+)``.
 
+With a bias that needs a gradient, SDPA can only use its unfused math path; training therefore runs the same
+math as one ``baddbmm`` (bias + scaled q·k) and a plain softmax (fewer passes over the [B, H, T, K] scores);
+without gradients SDPA's fused kernel is used.
+
 The query stream works on its P prediction slots only (never on all T positions): slot p sits at position
 ``pos_p`` and reads positional scores at ``T - pos_p + j`` via one gather. Keys and values always come from
 the content stream; padding slots (all-zero target_mapping row) get a zero attention vector.
@@ -23,9 +27,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-# Additive mask values: "uniform" reproduces the official/HF fp32 "-1e30" masking (an empty row attends
-# uniformly to every key); "zero" uses -inf, for which SDPA returns a zero vector on empty rows.
-MASK_FILL = {"uniform": -1e30, "zero": float("-inf")}
+# Additive value of blocked keys (official/HF fp32 masking). A row with no visible key then attends uniformly
+# to every key; under ``empty_row_policy="zero"`` the model zeroes such query-stream rows (``slot_valid``).
+MASK_FILL = -1e30
 
 
 def relative_shift(scores: Tensor, qlen: int) -> Tensor:
@@ -47,7 +51,8 @@ class StreamContext:
     mask_h / mask_g: additive masks [B, 1, T, K] / [B, 1, P, K] (0 or fill), or None.
     seg_h / seg_g: "different segment" indicators [B, 1, T, K] / [B, 1, P, K], or None (no segment term).
     slot_index: [B, 1, P, K] column of each slot's positional score in the distance table; slot_valid:
-    [B, 1, P, 1] 1 for real slots, 0 for padding slots. None when there is no query stream.
+    [B, 1, P, 1] 1 for real slots, 0 for padding slots (and, under the "zero" empty-row policy, for slots that
+    see no key). None when there is no query stream.
     """
 
     pos_emb: Tensor
@@ -75,14 +80,10 @@ class TwoStreamRelAttention(nn.Module):
         dropout: float = 0.0,
         dropatt: float = 0.0,
         layer_norm_eps: float = 1e-12,
-        empty_row_policy: str = "zero",
         shared_biases: tuple[nn.Parameter, nn.Parameter, nn.Parameter] | None = None,
     ) -> None:
         super().__init__()
-        if empty_row_policy not in MASK_FILL:
-            raise ValueError(f"empty_row_policy must be one of {sorted(MASK_FILL)}, got {empty_row_policy!r}")
         self.n_head, self.d_head, self.scale = n_head, d_head, d_head**-0.5
-        self.empty_row_policy = empty_row_policy
         self.dropatt = dropatt
         shape = (d_model, n_head, d_head)
         self.q, self.k, self.v, self.o, self.r = (nn.Parameter(torch.empty(shape)) for _ in range(5))
@@ -92,10 +93,6 @@ class TwoStreamRelAttention(nn.Module):
         self.seg_embed = nn.Parameter(torch.empty(2, n_head, d_head))
         self.layer_norm = nn.LayerNorm(d_model, eps=layer_norm_eps)
         self.dropout = nn.Dropout(dropout)
-
-    @property
-    def mask_fill(self) -> float:
-        return MASK_FILL[self.empty_row_policy]
 
     def _heads(self, x: Tensor, weight: Tensor) -> Tensor:
         """[B, L, d] @ [d, H, d_h] -> [B, H, L, d_h]."""
@@ -127,10 +124,17 @@ class TwoStreamRelAttention(nn.Module):
         return bias
 
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Tensor) -> Tensor:
-        """SDPA over heads; returns [B, Lq, H*d_h]."""
+        """Softmax attention with additive bias over heads; returns [B, Lq, H*d_h]."""
+        qu = q + self.r_w_bias[:, None]
         p = self.dropatt if self.training else 0.0
-        out = F.scaled_dot_product_attention(q + self.r_w_bias[:, None], k, v, attn_mask=bias,
-                                             dropout_p=p, scale=self.scale)
+        if torch.is_grad_enabled() and (bias.requires_grad or qu.requires_grad):
+            b, h, lq, dh = qu.shape
+            scores = torch.baddbmm(bias.reshape(b * h, lq, -1), qu.reshape(b * h, lq, dh),
+                                   k.reshape(b * h, -1, dh).transpose(1, 2), alpha=self.scale)
+            probs = F.dropout(scores.softmax(-1), p, self.training)
+            out = torch.bmm(probs, v.reshape(b * h, -1, dh)).view(b, h, lq, dh)
+        else:
+            out = F.scaled_dot_product_attention(qu, k, v, attn_mask=bias, dropout_p=p, scale=self.scale)
         return out.transpose(1, 2).flatten(2)
 
     def _post(self, x: Tensor, attn: Tensor) -> Tensor:
