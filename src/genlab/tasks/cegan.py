@@ -158,7 +158,7 @@ class CEGANTask(pl.LightningModule):
         out.update(loss_d=loss_d, loss_g=loss_g)
         return out
 
-    def _apply(self, opt: torch.optim.Optimizer, params: list[Tensor], grads: tuple[Tensor, ...]) -> None:
+    def _step_with(self, opt: torch.optim.Optimizer, params: list[Tensor], grads: tuple[Tensor, ...]) -> None:
         if self.hparams.grad_clip_norm is not None:
             total = torch.sqrt(sum(g.pow(2).sum() for g in grads))
             scale = min(1.0, self.hparams.grad_clip_norm / (float(total) + 1e-6))
@@ -193,11 +193,11 @@ class CEGANTask(pl.LightningModule):
             grads_g = torch.autograd.grad(out["loss_g"], flat, allow_unused=True)
             grads_g = [torch.zeros_like(p) if g is None else g for p, g in zip(flat, grads_g)]
         if mode in ("all", "d_only"):
-            self._apply(opts[0], d_params, grads_d)
+            self._step_with(opts[0], d_params, grads_d)
         if mode in ("all", "g_only"):
             start = 0
             for opt, ps in zip(opts[1:], g_params):
-                self._apply(opt, ps, tuple(grads_g[start:start + len(ps)]))
+                self._step_with(opt, ps, tuple(grads_g[start:start + len(ps)]))
                 start += len(ps)
         self.log_dict({f"train/{k}": v.detach() for k, v in out.items()})
         self.log("train/loss", out["loss_d"].detach())
