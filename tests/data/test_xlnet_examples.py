@@ -220,3 +220,13 @@ def test_offline_per_pass_repeats_targets_modulo_num_passes():
     data = PretrainBatches(TokenStream(tok, sid), "plm", 2, cfg, MaskingConfig(), WORD_START, V, seed=0)
     torch.testing.assert_close(data[(0, 1)]["is_target"], data[(2, 1)]["is_target"])
     assert not torch.equal(data[(0, 1)]["perm_mask"], data[(2, 1)]["perm_mask"])
+
+
+def test_pass_sampler_walks_passes_in_order_and_resumes_mid_pass():
+    from genlab.data.pretrain_datamodule import PassSampler
+
+    s = PassSampler(3)
+    assert list(s) == [(0, 0), (0, 1), (0, 2)] and list(s) == [(1, 0), (1, 1), (1, 2)]
+    s = PassSampler(3)
+    s.pass_idx, s.start = 4, 2  # what PretrainDataModule.load_state_dict restores
+    assert list(s) == [(4, 2)] and list(s) == [(5, 0), (5, 1), (5, 2)]
