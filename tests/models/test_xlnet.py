@@ -108,6 +108,8 @@ def test_config_errors_name_the_key():
         XLNetModel(V, ff_activation="swish")
     with pytest.raises(ConfigError, match="bi_data"):
         tiny(bi_data=True)(torch.zeros(3, 4, dtype=torch.long))
+    with pytest.raises(ValueError, match="one-hot"):
+        tiny()(torch.zeros(1, 4, dtype=torch.long), target_mapping=torch.full((1, 2, 4), 0.25, dtype=torch.float64))
 
 
 # --- C7 no leakage ----------------------------------------------------------------------------------------------

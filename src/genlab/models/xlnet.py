@@ -214,6 +214,8 @@ class XLNetModel(nn.Module):
 
         seg_g = slot_index = slot_valid = None
         if target_mapping is not None:
+            if not (((target_mapping == 0) | (target_mapping == 1)).all() and (target_mapping.sum(-1) <= 1).all()):
+                raise ValueError("target_mapping rows must be one-hot or all zero (padding slots)")
             pos = target_mapping.argmax(-1)  # [B, P]
             valid = target_mapping.sum(-1) > 0
             slot_index = (qlen - pos)[:, None, :, None] + torch.arange(klen, device=device)
