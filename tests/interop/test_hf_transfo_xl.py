@@ -113,6 +113,18 @@ def test_c19_negative_control_reverse_cluster_order(name):
     assert worst >= 0.5
 
 
+def test_reverse_clusters_import_restores_natural_order():
+    """Weights stored in the official PyTorch (reverse) cluster order import correctly with reverse_clusters."""
+    name = NAMES[0]
+    model, expected = _load(name)
+    sd = export_hf_state_dict(model)
+    sd["crit.cluster_weight"] = sd["crit.cluster_weight"].flip(0)
+    sd["crit.cluster_bias"] = sd["crit.cluster_bias"].flip(0)
+    fixed = TransformerXL(**config_from_hf(json.loads((FIXTURES / name / "config.json").read_text()))).eval()
+    load_hf_state_dict(fixed, sd, reverse_clusters=True)
+    assert _max_err(fixed, expected, "same_length=False,clamp_len=-1,init=zeros", False, -1) <= 1e-4
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_c19_negative_control_tf_same_length(name):
     model, expected = _load(name, same_length_variant="tf")

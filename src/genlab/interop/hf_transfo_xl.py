@@ -104,12 +104,18 @@ def hf_key_map(model: TransformerXL) -> dict[str, str]:
     return keys
 
 
-def load_hf_state_dict(model: TransformerXL, state_dict: Mapping[str, Tensor], source: str = "state dict") -> None:
+def load_hf_state_dict(model: TransformerXL, state_dict: Mapping[str, Tensor], source: str = "state dict",
+                       reverse_clusters: bool = False) -> None:
     """Copy an HF state dict into ``model`` in place.
 
     Fails on unknown keys, shape mismatches, missing non-tied parameters, and aliases that differ from the
     tensor they alias. Tied parameters keep sharing storage (they are one Parameter on our side).
+    ``reverse_clusters=True`` is for weights trained with the official PyTorch code, whose head gives tail
+    bin i the column -i: its cluster rows are reversed into natural order (never for HF/TF checkpoints).
     """
+    if reverse_clusters:
+        state_dict = {k: v.flip(0) if k in ("crit.cluster_weight", "crit.cluster_bias") else v
+                      for k, v in state_dict.items()}
     keys = hf_key_map(model)
     params = dict(model.named_parameters(remove_duplicate=False))
     filled: dict[int, str] = {}
