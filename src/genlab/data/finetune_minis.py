@@ -1,0 +1,117 @@
+"""Offline finetuning minis written in the benchmarks' own formats (CONTRIBUTING: mini tier).
+
+* ``sst2_mini`` — SST-2 TSV layout from gensim's ``pang_lee_polarity.cor``: 200 real movie-review sentences with
+  their **human** polarity labels (100 neg / 100 pos). Split deterministically (every 5th sentence of each class
+  to dev, every 10th remaining one to the unlabelled test file).
+* ``imdb_mini`` — IMDB ``aclImdb`` folder layout from gensim's ``mini_newsgroup`` (200 20-Newsgroups posts,
+  alt.atheism vs sci.space). Labels are **human** (the newsgroup a post was sent to), mapped atheism -> ``neg``,
+  space -> ``pos``; the header block (which names the newsgroup) is stripped so the label does not leak. The file
+  is a zlib-compressed Python-2 pickle and is read with an allow-list unpickler (no arbitrary code).
+"""
+
+from __future__ import annotations
+
+import copyreg
+import io
+import pickle
+import re
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+from genlab.data.sources import DatasetSpec, package_file
+from genlab.errors import DataError
+
+POLARITY = ("test/test_data/pang_lee_polarity.cor",
+            "662c1b7c3bd0612eaaaf3f0c694cbd3897e30c0d87d2940b46c9fd0d15ed70c1")
+NEWSGROUP = ("test/test_data/mini_newsgroup", "be0084ee9aded5eeefabea86bd23f0e5e3a743d9c1875aa1e47bc0728d6a5311")
+
+
+def polarity_sentences() -> list[tuple[str, int]]:
+    path = package_file("gensim", *POLARITY)  # the corpus is Windows-1252 (0x97 = em dash)
+    out = []
+    for line in path.read_text(encoding="cp1252", errors="replace").splitlines():
+        tag, _, text = line.partition(" ")
+        if tag not in ("__label__neg", "__label__pos"):
+            raise DataError(f"{path}: unexpected label {tag!r}.")
+        out.append((text.strip(), int(tag == "__label__pos")))
+    return out
+
+
+def build_sst2_mini(root: Path) -> None:
+    train, dev, test = [], [], []
+    count = {0: 0, 1: 0}
+    for text, label in polarity_sentences():
+        k = count[label]
+        count[label] += 1
+        (dev if k % 5 == 0 else test if k % 10 == 3 else train).append((text, label))
+    with open(root / "train.tsv", "w", encoding="utf-8") as f:
+        f.write("sentence\tlabel\n" + "".join(f"{t}\t{y}\n" for t, y in train))
+    with open(root / "dev.tsv", "w", encoding="utf-8") as f:
+        f.write("sentence\tlabel\n" + "".join(f"{t}\t{y}\n" for t, y in dev))
+    with open(root / "test.tsv", "w", encoding="utf-8") as f:
+        f.write("index\tsentence\n" + "".join(f"{i}\t{t}\n" for i, (t, _) in enumerate(test)))
+
+
+_HEADER = re.compile(r"^(From|To|Subject|Newsgroups|Path|Message-ID|Organization|Date|Lines|Sender|References|"
+                     r"Reply-To|Distribution|Keywords|Summary|Followup-To|Nntp-Posting-Host|Article-I\.D\.):")
+
+
+class _Bunch(dict):
+    """Stand-in for sklearn's Bunch (a dict subclass) while unpickling."""
+
+
+def _reconstruct():
+    core = getattr(np, "_core", None) or np.core
+    return core.multiarray._reconstruct
+
+
+class _RestrictedUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str):
+        allowed = {
+            ("copy_reg", "_reconstructor"): copyreg._reconstructor,
+            ("sklearn.datasets.base", "Bunch"): _Bunch,
+            ("__builtin__", "dict"): dict,
+            ("numpy.core.multiarray", "_reconstruct"): _reconstruct(),
+            ("numpy", "ndarray"): np.ndarray,
+            ("numpy", "dtype"): np.dtype,
+        }
+        if (module, name) not in allowed:
+            raise DataError(f"mini_newsgroup pickle refers to {module}.{name}, which is not allowed.")
+        return allowed[(module, name)]
+
+
+def newsgroup_posts() -> tuple[list[str], list[int], list[str]]:
+    """(bodies, labels, target names) of the 200 posts, headers removed."""
+    raw = zlib.decompress(package_file("gensim", *NEWSGROUP).read_bytes())
+    bunch = _RestrictedUnpickler(io.BytesIO(raw), encoding="latin1").load()
+    names = list(bunch["target_names"])
+    return [_body(post, names) for post in bunch["data"]], [int(t) for t in bunch["target"]], names
+
+
+def _body(post: str, names: list[str]) -> str:
+    """Drop the header block and any other line naming a newsgroup (forwarded headers), so labels do not leak."""
+    body = post.split("\n\n", 1)[1] if "\n\n" in post else post
+    lines = [ln for ln in body.splitlines() if not any(n in ln for n in names) and not _HEADER.match(ln)]
+    return "\n".join(lines).strip()
+
+
+def build_imdb_mini(root: Path) -> None:
+    bodies, labels, _ = newsgroup_posts()
+    count = {0: 0, 1: 0}
+    words: set[str] = set()
+    for i, (text, y) in enumerate(zip(bodies, labels)):
+        split = "test" if count[y] % 10 < 3 else "train"
+        count[y] += 1
+        folder = root / split / ("pos" if y else "neg")
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{i}_0.txt").write_text(text.replace("\n", " "), encoding="utf-8")
+        words.update(text.lower().split())
+    (root / "imdb.vocab").write_text("\n".join(sorted(words)) + "\n", encoding="utf-8")
+
+
+SST2_MINI = DatasetSpec("glue_sst2_mini", ("train.tsv", "dev.tsv", "test.tsv"), build_mini=build_sst2_mini,
+                        notes="SST-2 layout from gensim pang_lee_polarity.cor (human labels)")
+IMDB_MINI = DatasetSpec("imdb_mini", ("imdb.vocab",), build_mini=build_imdb_mini,
+                        notes="aclImdb layout from gensim mini_newsgroup (human newsgroup labels)")

@@ -1,0 +1,99 @@
+"""Backbone interface for finetuning: one protocol, adapters for every pretrained encoder.
+
+A finetuning head only needs two things from a pretrained network::
+
+    hidden = backbone.encode(input_ids, token_type_ids, attention_mask)   # [B, T, d]; attention_mask 1 = real token
+    pooled = backbone.summary(hidden)                                       # [B, d] sequence summary
+
+XLNet puts ``<cls>`` last (left padding), so its summary is ``dropout(tanh(W h_T + b))`` with a freshly initialised
+projection (spec xlnet.md §5.1, ``summary_type=last, use_summ_proj``). BERT puts ``[CLS]`` first and its summary is
+the pretrained pooler ``tanh(W h_0 + b)`` followed by dropout. Funnel/GPT adapters implement the same two methods.
+``cls_position`` tells data builders where the summary token sits. Layer parameters keep the ``...layer.<l>.``
+names, so layer-wise learning-rate decay (genlab.tasks.layerwise_lr) sees the depth of every weight.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+import torch
+from torch import Tensor, nn
+
+from genlab.errors import ConfigError
+from genlab.models.bert import BertForPretraining
+from genlab.models.xlnet import XLNetLMHeadModel, XLNetModel
+
+
+@runtime_checkable
+class Backbone(Protocol):
+    d_model: int
+    n_layer: int
+    cls_position: str  # "first" | "last"
+
+    def encode(self, input_ids: Tensor, token_type_ids: Tensor | None = None,
+               attention_mask: Tensor | None = None) -> Tensor: ...
+
+    def summary(self, hidden: Tensor) -> Tensor: ...
+
+
+class XLNetBackbone(nn.Module):
+    """Content stream of an XLNet (no memory, no permutation); the LM head of a pretraining model is dropped."""
+
+    cls_position = "last"
+
+    def __init__(self, model: XLNetModel | XLNetLMHeadModel, summary_dropout: float = 0.1, init_std: float = 0.02):
+        super().__init__()
+        self.transformer = model.transformer if isinstance(model, XLNetLMHeadModel) else model
+        # finetuning runs the plain bidirectional encoder (spec §5.1)
+        self.transformer.mem_len, self.transformer.attn_type, self.transformer.bi_data = 0, "bi", False
+        self.d_model, self.n_layer = self.transformer.d_model, self.transformer.n_layer
+        self.summary_proj = nn.Linear(self.d_model, self.d_model)
+        nn.init.normal_(self.summary_proj.weight, std=init_std)
+        nn.init.zeros_(self.summary_proj.bias)
+        self.summary_dropout = nn.Dropout(summary_dropout)
+
+    def encode(self, input_ids: Tensor, token_type_ids: Tensor | None = None,
+               attention_mask: Tensor | None = None) -> Tensor:
+        dtype = self.transformer.word_embedding.weight.dtype
+        input_mask = None if attention_mask is None else (1 - attention_mask.to(dtype))  # XLNet: 1 = padding
+        return self.transformer(input_ids, token_type_ids, input_mask).output  # dropout(h), as the official heads
+
+    def summary(self, hidden: Tensor) -> Tensor:
+        return self.summary_dropout(torch.tanh(self.summary_proj(hidden[:, -1])))
+
+
+class BertBackbone(nn.Module):
+    """BERT encoder + its pretrained pooler; the MLM/NSP heads are dropped."""
+
+    cls_position = "first"
+
+    def __init__(self, model: BertForPretraining, summary_dropout: float = 0.1):
+        super().__init__()
+        self.bert, self.max_position = model.bert, model.max_position
+        self.d_model, self.n_layer = model.d_model, model.n_layer
+        self.summary_dropout = nn.Dropout(summary_dropout)
+
+    def encode(self, input_ids: Tensor, token_type_ids: Tensor | None = None,
+               attention_mask: Tensor | None = None) -> Tensor:
+        if input_ids.shape[1] > self.max_position:
+            raise ConfigError(f"sequence length {input_ids.shape[1]} exceeds model.max_position={self.max_position}; "
+                              "lower data.max_seq_len.")
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        mask = None if attention_mask is None else attention_mask.bool()[:, None, None, :]
+        return self.bert.encoder(self.bert.embeddings(input_ids, token_type_ids), mask)
+
+    def summary(self, hidden: Tensor) -> Tensor:
+        return self.summary_dropout(self.bert.pooler(hidden))
+
+
+def adapt(model: nn.Module, summary_dropout: float = 0.1) -> nn.Module:
+    """Wrap a pretraining model (or bare backbone) in its finetuning adapter; adapters pass through."""
+    if isinstance(model, (XLNetBackbone, BertBackbone)) or isinstance(model, Backbone):
+        return model
+    if isinstance(model, (XLNetLMHeadModel, XLNetModel)):
+        return XLNetBackbone(model, summary_dropout)
+    if isinstance(model, BertForPretraining):
+        return BertBackbone(model, summary_dropout)
+    raise ConfigError(f"model {type(model).__name__} has no finetuning adapter; use an XLNet or BERT model config "
+                      "(model=xlnet_base, model=bert_base, ...) or implement encode()/summary().")

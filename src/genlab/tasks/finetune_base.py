@@ -1,0 +1,94 @@
+"""Shared machinery of the finetuning tasks (spec xlnet.md §5.1, §3.6): pretrained initialisation, the backbone
+adapter, optimiser groups with the official weight-decay rule and layer-wise learning-rate decay, and the check
+that the checkpoint's tokenizer is the one the data uses.
+
+``init_from`` (a config key) names what to start from:
+* a Hugging Face XLNet folder or weights file (``config.json`` + ``model.safetensors``/``pytorch_model.bin``, e.g.
+  the published ``xlnet-base-cased`` converted once with ``transformers``) — imported strictly;
+* a genlab pretraining checkpoint (``.ckpt`` written by ``train.py``, e.g. ``experiment=xlnet_base``): its
+  ``model.*`` weights load strictly into the same model config, and its recorded tokenizer identity must equal the
+  finetuning data's (``data.tokenizer`` must be the pretraining SentencePiece model);
+* null: random initialisation (the ``_mini`` presets; results are then from scratch).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import pytorch_lightning as pl
+import torch
+from torch import nn
+
+from genlab.errors import CheckpointError, ConfigError
+from genlab.models.backbones import adapt
+from genlab.models.xlnet import XLNetLMHeadModel, XLNetModel
+from genlab.tasks.layerwise_lr import check_mode, param_groups, scale_layer_gradients
+
+
+def load_pretrained(model: nn.Module, init_from: str) -> dict[str, Any]:
+    """Load weights into ``model`` in place; returns the checkpoint's recorded data identity (may be empty)."""
+    path = Path(init_from).expanduser()
+    if not path.exists():
+        raise CheckpointError(f"task.init_from={init_from}: no such file or folder; give an HF XLNet folder or a "
+                              "genlab .ckpt file, or null to start from scratch.")
+    if path.suffix == ".ckpt":
+        ckpt = torch.load(path, map_location="cpu", weights_only=False)
+        state = {k[len("model."):]: v for k, v in ckpt.get("state_dict", {}).items() if k.startswith("model.")}
+        if not state:
+            raise CheckpointError(f"task.init_from={init_from}: the checkpoint holds no model.* weights.")
+        try:
+            model.load_state_dict(state, strict=True)
+        except RuntimeError as err:
+            raise CheckpointError(f"task.init_from={init_from} does not match the model config ({err}); use the "
+                                  "model= preset the checkpoint was pretrained with.") from err
+        return dict(ckpt.get("genlab", {}).get("data_identity", {}))
+    if isinstance(model, (XLNetLMHeadModel, XLNetModel)):
+        from genlab.interop.hf_xlnet import load_hf_state_dict, read_state_dict
+
+        load_hf_state_dict(model, read_state_dict(path), source=str(path))
+        return {}
+    raise CheckpointError(f"task.init_from={init_from}: only XLNet imports HF folders; for {type(model).__name__} "
+                          "give a genlab .ckpt.")
+
+
+class FinetuneTask(pl.LightningModule):
+    """Base class: backbone adapter + optimiser wiring; subclasses add a head and the objective."""
+
+    def __init__(self, model: nn.Module, optimizer: Callable[..., torch.optim.Optimizer],
+                 scheduler: Callable[..., dict] | None, monitor: str, monitor_mode: str, weight_decay: float,
+                 layer_decay: float, layer_decay_mode: str, summary_dropout: float, init_from: str | None) -> None:
+        super().__init__()
+        if monitor_mode not in ("min", "max"):
+            raise ConfigError(f"task.monitor_mode={monitor_mode!r} must be 'min' or 'max'.")
+        self.pretrained_identity = load_pretrained(model, init_from) if init_from else {}
+        self.backbone = adapt(model, summary_dropout)
+        self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
+        self.monitor, self.monitor_mode = monitor, monitor_mode
+        self.weight_decay, self.layer_decay = weight_decay, layer_decay
+        self.layer_decay_mode = check_mode(layer_decay_mode)
+
+    def check_tokenizer(self) -> None:
+        """A pretrained checkpoint must be finetuned on text tokenised with its own SentencePiece model."""
+        dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+        if dm is None or not hasattr(dm, "identity") or not self.pretrained_identity:
+            return
+        saved, current = self.pretrained_identity.get("tokenizer"), dm.identity().get("tokenizer")
+        if saved is not None and saved != current:
+            raise CheckpointError(f"task.init_from was pretrained with tokenizer {saved} but the data uses {current}; "
+                                  "set data.tokenizer= to the pretraining SentencePiece .model file.")
+
+    def configure_optimizers(self):
+        probe = self.optimizer_factory([torch.zeros(1, requires_grad=True)])  # read the configured lr
+        rate = self.layer_decay if self.layer_decay_mode == "lr_groups" else 1.0
+        groups = param_groups(self, probe.defaults["lr"], self.weight_decay, rate,
+                              n_layer=self.backbone.n_layer)
+        optimizer = self.optimizer_factory(groups)
+        if self.scheduler_factory is None:
+            return optimizer
+        return {"optimizer": optimizer, "lr_scheduler": self.scheduler_factory(optimizer)}
+
+    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None):
+        self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
+        if self.layer_decay_mode == "grad_scale":  # official: scale after clipping
+            scale_layer_gradients(self.backbone, self.layer_decay, self.backbone.n_layer)
