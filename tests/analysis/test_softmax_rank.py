@@ -4,6 +4,7 @@ tolerance must use the epsilon of the precision the log-probs were computed in."
 import torch
 
 from genlab.analysis.softmax_rank import (
+    bottleneck_fit,
     collect_log_probs,
     numerical_rank,
     pairwise_kl,
@@ -71,3 +72,20 @@ def test_singular_value_cdf_and_pairwise_kl():
     same = torch.log_softmax(torch.randn(1, 5), -1).expand(10, 5)
     mean, se = pairwise_kl(same, 1000)
     assert abs(mean) < 1e-12 and se < 1e-12
+
+
+def test_synthetic_topic_language_is_high_rank_and_mos_beats_softmax_at_small_d():
+    """Spec §7 C17 on the generator's exact conditionals (deterministic, unlike a short training run): the
+    log-probability matrix of the topic-switching language is far above d + 2, and at d = 4 a mixture of 8
+    softmaxes fits it much better than a Softmax."""
+    torch.set_num_threads(1)
+    from genlab.data.synthetic_rank import make_topic_corpus, true_log_probs
+
+    corpus = make_topic_corpus(vocab_size=48, n_topics=8, block=10, train_tokens=10, valid_tokens=201,
+                               test_tokens=10, seed=0)
+    target = torch.from_numpy(true_log_probs(corpus.unigrams, corpus.splits["valid"], block=10))
+    assert torch.allclose(target.exp().sum(-1), torch.ones(200, dtype=torch.float64))
+    assert numerical_rank(target) > 4 + 2
+    kl_softmax = bottleneck_fit(target, d=4, k=1, steps=1500)
+    kl_mos = bottleneck_fit(target, d=4, k=8, steps=1500)
+    assert kl_mos < 0.5 * kl_softmax, (kl_softmax, kl_mos)

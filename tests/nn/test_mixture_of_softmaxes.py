@@ -7,6 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from genlab.analysis.softmax_rank import bottleneck_fit
 from genlab.nn.mixture_of_softmaxes import MixtureHead, SoftmaxHead, build_head
 
 H, D, M, K = 12, 8, 30, 4
@@ -104,35 +105,17 @@ def test_mos_context_dropout_is_locked_over_time():
     assert torch.allclose(ratio, ratio[:, :1].expand_as(ratio))
 
 
-def _fit_kl(target_log_p: torch.Tensor, d: int, k: int, steps: int = 3000) -> float:
-    """Fit free context vectors / word vectors / priors (spec C4) to a target distribution; return mean KL."""
-    torch.manual_seed(1)
-    n, m = target_log_p.shape
-    ctx = torch.nn.Parameter(torch.randn(n, k, d) * 0.1)
-    words = torch.nn.Parameter(torch.randn(m, d) * 0.1)
-    prior = torch.nn.Parameter(torch.zeros(n, k))
-    opt = torch.optim.Adam([ctx, words, prior], lr=0.05)
-    p = target_log_p.exp()
-    for _ in range(steps):
-        log_q = torch.logsumexp(F.log_softmax(prior, -1)[..., None] + F.log_softmax(ctx @ words.T, -1), dim=1)
-        kl = (p * (target_log_p - log_q)).sum(-1).mean()
-        opt.zero_grad()
-        kl.backward()
-        opt.step()
-    return kl.item()
-
-
 def test_c4_bottleneck_visible_in_optimisation():
     torch.manual_seed(0)
     target = F.log_softmax(2 * torch.randn(64, 64), -1)
-    kl_softmax, kl_mos = _fit_kl(target, d=4, k=1), _fit_kl(target, d=4, k=8)
+    kl_softmax, kl_mos = bottleneck_fit(target, d=4, k=1), bottleneck_fit(target, d=4, k=8)
     assert kl_mos < 0.25 * kl_softmax, (kl_softmax, kl_mos)
 
 
 def test_c5_inverse_no_bottleneck_when_vocab_below_d():
     torch.manual_seed(0)
     target = F.log_softmax(2 * torch.randn(64, 8), -1)
-    kl_softmax, kl_mos = _fit_kl(target, d=16, k=1), _fit_kl(target, d=16, k=8)
+    kl_softmax, kl_mos = bottleneck_fit(target, d=16, k=1), bottleneck_fit(target, d=16, k=8)
     assert kl_softmax < 1e-4 and kl_mos < 1e-4, (kl_softmax, kl_mos)
 
 

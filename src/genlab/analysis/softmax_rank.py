@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 
@@ -77,3 +78,24 @@ def collect_log_probs(model: nn.Module, tokens: Tensor, bptt: int = 70, dtype: t
         return torch.cat(rows)
     finally:
         model.to(original_dtype).train(was_training)
+
+
+def bottleneck_fit(target_log_p: Tensor, d: int, k: int, steps: int = 3000, lr: float = 0.05, seed: int = 1) -> float:
+    """Spec C4: fit free context vectors [N, K, d], word vectors [M, d] and priors [N, K] to a target
+    distribution matrix by Adam on the mean KL; K = 1 is a Softmax, K > 1 a mixture of softmaxes. Returns the
+    final mean KL(target || model): a Softmax with d < rank - 1 cannot reach 0 (Corollary 1)."""
+    gen = torch.Generator().manual_seed(seed)
+    n, m = target_log_p.shape
+    target_log_p = target_log_p.float()
+    ctx = nn.Parameter(0.1 * torch.randn(n, k, d, generator=gen))
+    words = nn.Parameter(0.1 * torch.randn(m, d, generator=gen))
+    prior = nn.Parameter(torch.zeros(n, k))
+    opt = torch.optim.Adam([ctx, words, prior], lr=lr)
+    p = target_log_p.exp()
+    for _ in range(steps):
+        log_q = torch.logsumexp(F.log_softmax(prior, -1)[..., None] + F.log_softmax(ctx @ words.T, -1), dim=1)
+        kl = (p * (target_log_p - log_q)).sum(-1).mean()
+        opt.zero_grad()
+        kl.backward()
+        opt.step()
+    return kl.item()

@@ -63,3 +63,24 @@ def make_topic_corpus(
                     seed=seed, **{f"{k}_tokens": v for k, v in sizes.items()})
     return SyntheticCorpus("synthetic_topics", [f"w{i}" for i in range(vocab_size)], splits, unigrams,
                            settings=settings)
+
+
+def true_log_probs(unigrams: np.ndarray, stream: np.ndarray, block: int) -> np.ndarray:
+    """Exact ``log P(x_{t+1} | x_{<=t})`` of the generator for every position t of ``stream`` (a split that
+    starts at a block boundary): the topic posterior given the tokens of the current block so far, mixed over
+    the topic unigrams. Rows are [len(stream) - 1, vocab_size], float64."""
+    log_u = np.log(unigrams)  # [Z, V]
+    n_topics = unigrams.shape[0]
+    out = np.empty((len(stream) - 1, unigrams.shape[1]))
+    log_post = np.full(n_topics, -np.log(n_topics))
+    for t in range(len(stream) - 1):
+        if t % block == 0:
+            log_post = np.full(n_topics, -np.log(n_topics))  # a fresh topic at each block start
+        log_post = log_post + log_u[:, stream[t]]
+        log_post -= np.logaddexp.reduce(log_post)
+        nxt = t + 1
+        if nxt % block == 0:  # the next token opens a new block: its topic is uniform again
+            out[t] = np.logaddexp.reduce(log_u - np.log(n_topics), axis=0)
+        else:
+            out[t] = np.logaddexp.reduce(log_post[:, None] + log_u, axis=0)
+    return out
