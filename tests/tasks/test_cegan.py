@@ -272,3 +272,31 @@ def test_biased_gmm_entropy_orders_the_modes():
                limit_val_batches=0).fit(task, datamodule=dm)
     e_light, e_heavy = task.energy_on(torch.from_numpy(dm.truth.means.astype(np.float32))).tolist()
     assert e_light - e_heavy > 0.5
+
+
+def _fit_toy(epochs, **kw):
+    import pytorch_lightning as pl
+
+    from genlab.data.toy2d import Toy2DDataModule
+
+    dm = Toy2DDataModule("gmm4", n_train=2000, batch_size=200)
+    dm.setup()
+    task = toy_task(**kw)
+    pl.Trainer(max_epochs=epochs, accelerator="cpu", logger=False, enable_checkpointing=False,
+               enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0).fit(task, datamodule=dm)
+    return task, dm
+
+
+def test_first_epoch_forces_all_updates_then_gap_schedule():
+    task, _ = _fit_toy(1, variant="egan_ent_nn", nn_k=5, force_all_first_epoch=True, init_gap=100.0)
+    assert task.update_counts == {"all": 10, "d_only": 0, "g_only": 0}
+    task, _ = _fit_toy(1, variant="egan_ent_nn", nn_k=5, init_gap=100.0, rbound=0.1, lbound=-10.0)
+    assert task.update_counts["d_only"] >= 1  # the first step follows the gap (100 > rbound)
+
+
+def test_training_run_and_grid_report_all_variants():
+    for variant in ("gan", "egan_const", "egan_ent_nn", "egan_ent_vi"):
+        task, dm = _fit_toy(1, variant=variant, nn_k=5, n_eval_generated=2000, grid=50)
+        report = task.grid_report(dm.x.numpy(), dm.truth)
+        assert len(report) == 10 and all(np.isfinite(v) and v >= 0 for v in report.values())
+        assert all(torch.isfinite(p).all() for p in task.model.parameters())
