@@ -27,10 +27,12 @@ def compose_config(overrides: list[str], run_dir: Path, config_name: str = "trai
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
     HydraConfig.instance().set_config(cfg)
+    keys = [o.split("=")[0] for o in overrides]
     with open_dict(cfg):
-        cfg.paths.output_dir = str(run_dir)
+        if "paths.output_dir" not in keys:
+            cfg.paths.output_dir = str(run_dir)
         cfg.paths.log_dir = str(run_dir)
-        if "logger" not in [o.split("=")[0] for o in overrides]:
+        if "logger" not in keys:
             cfg.logger = None
         del cfg.hydra
     return cfg

@@ -29,8 +29,9 @@ GPU_PEAK_FLOPS: dict[str, dict[str, float]] = {
 @lru_cache(maxsize=None)
 def measured_gemm_flops(device: str = "cpu", n: int = 1024, seconds: float = 0.3) -> float:
     """FLOP/s of an n x n fp32 matmul on ``device``, measured for about ``seconds``."""
-    a = torch.randn(n, n, device=device)
-    b = torch.randn(n, n, device=device)
+    g = torch.Generator(device=device).manual_seed(0)  # never touch the global RNG: runs must stay reproducible
+    a = torch.randn(n, n, device=device, generator=g)
+    b = torch.randn(n, n, device=device, generator=g)
     a @ b  # warm-up
     reps, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:

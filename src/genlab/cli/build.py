@@ -8,6 +8,7 @@ from typing import Any
 
 import pytorch_lightning as pl
 from hydra.utils import instantiate
+from pytorch_lightning.callbacks import LearningRateMonitor, ProgressBar
 from omegaconf import DictConfig, OmegaConf
 
 from genlab.errors import CheckpointError
@@ -28,7 +29,13 @@ def build_task(cfg: DictConfig, datamodule: pl.LightningDataModule) -> pl.Lightn
 
 def build_callbacks(cfg: DictConfig) -> list[pl.Callback]:
     nodes = cfg.get("callbacks") or {}
-    return [instantiate(node) for node in nodes.values() if node is not None]
+    callbacks = [instantiate(node) for node in nodes.values() if node is not None]
+    # Lightning refuses a progress bar it was told not to show, and an LR monitor with nothing to log to.
+    if not cfg.trainer.get("enable_progress_bar", True):
+        callbacks = [cb for cb in callbacks if not isinstance(cb, ProgressBar)]
+    if not cfg.get("logger"):
+        callbacks = [cb for cb in callbacks if not isinstance(cb, LearningRateMonitor)]
+    return callbacks
 
 
 def build_loggers(cfg: DictConfig) -> list[Any]:

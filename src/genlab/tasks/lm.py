@@ -14,7 +14,7 @@ from typing import Any, Callable
 import pytorch_lightning as pl
 import torch
 from torch import nn
-from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
+from torch.utils._pytree import tree_map
 from torchmetrics import MeanMetric
 
 from genlab.tasks.optim import param_groups
@@ -129,21 +129,21 @@ class LanguageModelTask(pl.LightningModule):
 
     # -- checkpoints: the training memory of every rank --------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict) -> None:
-        leaves, spec = tree_flatten(self._train_memory)
-        if self.trainer is not None and self.trainer.world_size > 1:
-            leaves = [self.all_gather(t) for t in leaves]  # [world, ...]: every rank's own streams
-        checkpoint["lm_memory"] = {"leaves": [t.cpu() for t in leaves], "spec": spec, "ranks": self._world()}
+        # Nested lists/tuples of tensors only, so the checkpoint loads with torch.load(weights_only=True).
+        memory = self._train_memory
+        if memory is not None and self._world() > 1:
+            memory = tree_map(self.all_gather, memory)  # leading [world] axis: every rank's own streams
+        to_cpu = lambda t: t.cpu() if isinstance(t, torch.Tensor) else t  # noqa: E731
+        checkpoint["lm_memory"] = {"memory": tree_map(to_cpu, memory), "ranks": self._world()}
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
-        saved = checkpoint.get("lm_memory")
-        if not saved or not saved["leaves"]:
-            self._train_memory = None
-            return
-        leaves = saved["leaves"]
-        if saved["ranks"] > 1:
-            rank = self.trainer.global_rank if self._world() == saved["ranks"] else None
-            leaves = [t[rank] for t in leaves] if rank is not None else None
-        self._train_memory = None if leaves is None else tree_unflatten(leaves, saved["spec"])
+        saved = checkpoint.get("lm_memory") or {}
+        memory, ranks = saved.get("memory"), saved.get("ranks", 1)
+        if memory is not None and ranks > 1:
+            # Each rank takes its own streams back; another world size starts its streams afresh.
+            rank = self.trainer.global_rank if self._world() == ranks else None
+            memory = None if rank is None else tree_map(lambda t: t[rank], memory)
+        self._train_memory = memory
 
     def on_train_start(self) -> None:
         if self._train_memory is not None:
