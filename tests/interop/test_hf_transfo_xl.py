@@ -135,13 +135,15 @@ def test_c19_negative_control_tf_same_length(name):
 @pytest.mark.parametrize("name", NAMES)
 def test_c19_negative_control_mismatched_init_memory(name):
     model, expected = _load(name, init_mem="empty")
-    worst = max(_max_err(model, expected, f"same_length={sl},clamp_len={cl},init=zeros", sl, cl) for sl, cl in SETTINGS)
+    worst = max(_max_err(model, expected, f"same_length={sl},clamp_len={cl},init=zeros", sl, cl)
+                for sl, cl in SETTINGS)
     assert worst >= 0.5
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_c20_importer_completeness(name):
-    """Every key of HF's full state dict is known; the safetensors file (tied keys dropped) loads; ties share storage."""
+    """Every key of HF's full state dict is known; the safetensors file (tied keys dropped) loads; ties share
+    storage."""
     cfg = json.loads((FIXTURES / name / "config.json").read_text())
     model = TransformerXL(**config_from_hf(cfg))
     expected = torch.load(FIXTURES / name / "expected.pt", weights_only=True)

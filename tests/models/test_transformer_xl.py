@@ -337,3 +337,5 @@ def test_config_errors_name_the_key():
         TransformerXL(V, **TINY, same_length_variant="hf")
     with pytest.raises(ConfigError, match="cutoffs"):
         TransformerXL(V, **TINY, cutoffs=[30, 10])
+    with pytest.raises(ConfigError, match="ext_len"):
+        TransformerXL(V, **TINY, ext_len=4)(_stream(4))

@@ -264,7 +264,8 @@ class TransformerXL(nn.Module):
         hidden, new_mem = self.hidden_states(input_ids, memory)
         tgt_len = input_ids.size(1) - self.ext_len
         if tgt_len <= 0:
-            raise ValueError(f"ext_len={self.ext_len} leaves no position to predict in a length-{input_ids.size(1)} batch")
+            raise ConfigError(f"model.ext_len={self.ext_len} leaves nothing to predict in a batch of "
+                              f"{input_ids.size(1)} tokens; make ext_len smaller than the segment length")
         return self.drop(hidden[:, -tgt_len:]), new_mem
 
     def forward(self, input_ids: Tensor, target: Tensor | None = None, memory: Memory | None = None) -> LMOutput:

@@ -78,9 +78,8 @@ def _attend(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, dropatt: float, train
             )
         out = out.to(out_dtype)
     else:
-        out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=bias if bias.dtype == torch.bool else bias.to(q.dtype), dropout_p=dropatt if training else 0.0
-        )
+        mask = bias if bias.dtype == torch.bool else bias.to(q.dtype)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropatt if training else 0.0)
     b, h, l, dh = out.shape
     return out.transpose(1, 2).reshape(b, l, h * dh)
 
@@ -153,7 +152,9 @@ class RelPartialLearnableAttention(_AttentionBlock):
 
     def scores(self, h: Tensor, r: Tensor, mask: Tensor, mem: Tensor | None = None,
                u: Tensor | None = None, v: Tensor | None = None) -> Tensor:
-        """The pre-softmax scores [B, H, L, K] (fp32, or fp64 for an fp64 module) of ``forward`` (-inf where masked), for tests and analysis."""
+        """Pre-softmax scores [B, H, L, K] of ``forward`` (fp32, fp64 for an fp64 module; -inf where masked).
+
+        For tests and analysis; ``forward`` itself keeps the content term inside the fused SDPA call."""
         u = self.u if self.u is not None else u
         v = self.v if self.v is not None else v
         q, k, _ = self._project(h, mem)
