@@ -215,3 +215,15 @@ def test_c20_published_wt103_parameter_count():
     with torch.device("meta"):
         model = TransformerXL(**config_from_hf(cfg))
     assert model.num_parameters() == 285_205_322
+
+
+def test_load_checkpoint_from_pytorch_bin(tmp_path):
+    """A folder with config.json + pytorch_model.bin (older HF layout) loads too; an empty folder is a clear error."""
+    name = NAMES[0]
+    model, expected = _load(name)
+    (tmp_path / "config.json").write_text((FIXTURES / name / "config.json").read_text())
+    with pytest.raises(CheckpointError, match="model.safetensors"):
+        load_hf_checkpoint(tmp_path)
+    torch.save(export_hf_state_dict(model), tmp_path / "pytorch_model.bin")
+    again = load_hf_checkpoint(tmp_path).eval()
+    assert _max_err(again, expected, "same_length=False,clamp_len=-1,init=zeros", False, -1) <= 1e-4
