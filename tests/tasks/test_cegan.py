@@ -300,3 +300,13 @@ def test_training_run_and_grid_report_all_variants():
         report = task.grid_report(dm.x.numpy(), dm.truth)
         assert len(report) == 10 and all(np.isfinite(v) and v >= 0 for v in report.values())
         assert all(torch.isfinite(p).all() for p in task.model.parameters())
+
+
+def test_inception_score_formula_with_stub_classifier():
+    from genlab.tasks.cegan import inception_score
+
+    confident = np.eye(10)[np.tile(np.arange(10), 50)]  # each class equally often, one-hot predictions
+    mean, std = inception_score(confident, splits=10)
+    assert mean == pytest.approx(10.0, rel=1e-6) and std == pytest.approx(0.0, abs=1e-6)
+    same = np.tile(np.eye(10)[3], (500, 1))
+    assert inception_score(same, splits=5)[0] == pytest.approx(1.0, rel=1e-6)

@@ -71,6 +71,17 @@ def kl(p: np.ndarray, q: np.ndarray, floor: float = 1e-10) -> float:
     return float((p * (np.log(p) - np.log(q))).sum())
 
 
+def inception_score(probs: np.ndarray, splits: int = 10) -> tuple[float, float]:
+    """exp(E_x KL(p(y|x) ‖ p(y))) on ``splits`` equal parts of the class probabilities [N, K]; mean and std.
+    The classifier is the caller's (the paper's TF Inception graph is not available offline)."""
+    scores = []
+    for part in np.array_split(np.asarray(probs, dtype=np.float64), splits):
+        py = part.mean(axis=0, keepdims=True)
+        kl_rows = (part * (np.log(part + 1e-12) - np.log(py + 1e-12))).sum(axis=1)
+        scores.append(float(np.exp(kl_rows.mean())))
+    return float(np.mean(scores)), float(np.std(scores))
+
+
 class CEGANTask(pl.LightningModule):
     def __init__(self, model: CEGAN, optimizer: Callable, scheduler: Any = None, monitor: str = "valid/kl_disc_data",
                  monitor_mode: str = "min", variant: str = "egan_ent_nn", energy_form: str = "identity",
@@ -180,7 +191,7 @@ class CEGANTask(pl.LightningModule):
             mode = "all"
         else:
             mode = choose_update(self.gap, hp.lbound, hp.rbound)
-        self.gap = float(out["loss_d"])
+        self.gap = float(out["loss_d"].detach())
         self.update_counts[mode] += 1
         opts = self._raw_opts()
         d_params = [p for p in self.model.discriminator.parameters() if p.requires_grad]
