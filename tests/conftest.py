@@ -16,9 +16,27 @@ ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
 SHARED = ROOT.parent / "shared"
 
-torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+torch.set_num_threads(1)  # pytest -n 2 runs one worker per core; more threads only oversubscribe
 os.environ.setdefault("WANDB_MODE", "disabled")
 os.environ.setdefault("GENLAB_OFFLINE", "1")
+
+
+# A one-layer Transformer-XL on the WikiText mini: fast enough for end-to-end tests of the LM machinery.
+TINY_TXL = [
+    "experiment=txl_mini",
+    "model.n_layer=1",
+    "model.d_model=32",
+    "model.n_head=2",
+    "model.d_head=16",
+    "model.d_inner=64",
+    "model.mem_len=16",
+    "data.batch_size=4",
+    "data.tgt_len=16",
+    "data.eval_batch_size=4",
+    "data.eval_tgt_len=16",
+    "task.valid_overrides={}",
+    "task.test_overrides={mem_len: 32, same_length: true}",
+]
 
 
 def compose_config(overrides: list[str], run_dir: Path, config_name: str = "train") -> DictConfig:

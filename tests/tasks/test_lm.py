@@ -11,21 +11,8 @@ import torch
 from genlab.callbacks.run_record import RunRecord
 from genlab.cli import build
 
-TINY = [
-    "experiment=txl_mini",
-    "model.n_layer=1",
-    "model.d_model=32",
-    "model.n_head=2",
-    "model.d_head=16",
-    "model.d_inner=64",
-    "model.mem_len=16",
-    "data.batch_size=4",
-    "data.tgt_len=16",
-    "data.eval_batch_size=4",
-    "data.eval_tgt_len=16",
-    "task.valid_overrides={}",
-    "task.test_overrides={mem_len: 32, same_length: true}",
-]
+from conftest import TINY_TXL as TINY
+
 
 
 class StopAt(pl.Callback):

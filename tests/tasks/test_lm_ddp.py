@@ -8,7 +8,7 @@ import torch
 
 from genlab.cli import build
 
-from .test_lm import TINY
+from conftest import TINY_TXL as TINY
 
 pytestmark = pytest.mark.distributed
 
