@@ -54,6 +54,9 @@ class LanguageModelTask(pl.LightningModule):
 
     # -- one segment -------------------------------------------------------------------------------------------
     def forward(self, input_ids: torch.Tensor, target: torch.Tensor | None = None, memory: Any = None):
+        if target is not None and hasattr(self.model, "ext_len"):
+            # The data decides which leading tokens are context only (TXL "half loss" ablations, spec §2.8).
+            self.model.ext_len = input_ids.size(1) - target.size(1)
         return self.model(input_ids, target=target, memory=memory)
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
