@@ -101,7 +101,8 @@ class SpanHead(nn.Module):
 
     def end_logits_given(self, hidden: Tensor, start_states: Tensor) -> Tensor:
         """``w_2ᵀ LN(tanh(W_1 [h_j ; h_start] + b_1)) + b_2``; start_states broadcast against hidden [..., T, d]."""
-        x = torch.cat([hidden, start_states.expand_as(hidden)], dim=-1)
+        shape = torch.broadcast_shapes(hidden.shape, start_states.shape)
+        x = torch.cat([hidden.expand(shape), start_states.expand(shape)], dim=-1)
         x = self.end_logits.LayerNorm(torch.tanh(self.end_logits.dense_0(x)))
         return self.end_logits.dense_1(x).squeeze(-1)
 

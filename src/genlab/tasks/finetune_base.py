@@ -57,8 +57,13 @@ class FinetuneTask(pl.LightningModule):
 
     def __init__(self, model: nn.Module, optimizer: Callable[..., torch.optim.Optimizer],
                  scheduler: Callable[..., dict] | None, monitor: str, monitor_mode: str, weight_decay: float,
-                 layer_decay: float, layer_decay_mode: str, summary_dropout: float, init_from: str | None) -> None:
+                 layer_decay: float, layer_decay_mode: str, summary_dropout: float, init_from: str | None,
+                 require_pretrained: bool = False) -> None:
         super().__init__()
+        if require_pretrained and not init_from:
+            raise ConfigError("this preset finetunes a pretrained model: set task.init_from=<HF XLNet folder or genlab "
+                              ".ckpt> and data.tokenizer=<its spiece.model> (or task.require_pretrained=false to "
+                              "train from scratch).")
         if monitor_mode not in ("min", "max"):
             raise ConfigError(f"task.monitor_mode={monitor_mode!r} must be 'min' or 'max'.")
         self.pretrained_identity = load_pretrained(model, init_from) if init_from else {}

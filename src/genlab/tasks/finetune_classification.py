@@ -30,9 +30,9 @@ class SequenceClassificationTask(FinetuneTask):
                  scheduler: Callable[..., dict] | None, monitor: str = "valid/acc", monitor_mode: str = "max",
                  n_labels: int = 2, metric: str = "acc", weight_decay: float = 0.0, layer_decay: float = 1.0,
                  layer_decay_mode: str = "lr_groups", summary_dropout: float = 0.1, init_from: str | None = None,
-                 prediction_dir: str | None = None) -> None:
+                 require_pretrained: bool = False, prediction_dir: str | None = None) -> None:
         super().__init__(model, optimizer, scheduler, monitor, monitor_mode, weight_decay, layer_decay,
-                         layer_decay_mode, summary_dropout, init_from)
+                         layer_decay_mode, summary_dropout, init_from, require_pretrained)
         self.n_labels, self.metric, self.prediction_dir = n_labels, metric, prediction_dir
         self.head = ClassificationHead(self.backbone.d_model, n_labels)
         classification_metrics(metric, n_labels)  # validate the name now
