@@ -326,10 +326,10 @@ def test_bad_input_dynamic_eval_needs_recurrent_state():
 
 
 def test_c16_evaluation_protocol_batches():
-    dm = _data(eval_batch_size=10, test_batch_size=1, eval_bptt=70)
+    dm = _data(eval_batch_size=10, test_batch_size=1, eval_bptt=20)
     dm.setup("fit")
     val, test = next(iter(dm.val_dataloader())), list(dm.test_dataloader())
-    assert val["input_ids"].shape == (10, 70)
-    assert test[0]["input_ids"].shape == (1, 70)
+    assert val["input_ids"].shape == (10, 20)
+    assert test[0]["input_ids"].shape == (1, 20)
     assert sum(b["target"].numel() for b in test) == len(dm.corpus.splits["test"]) - 1  # every token predicted once
     assert torch.equal(test[0]["target"][0, :-1], test[0]["input_ids"][0, 1:])
