@@ -100,6 +100,7 @@ def test_unlabeled_pool_and_streams(tmp_path, pool, contains):
     batch = next(iter(dm.train_dataloader()))
     assert batch["x_lab"].shape == (50, 64) and batch["x_unl"].shape == (64, 64) and "x_unl2" in batch
     assert dm.state_dict()["labeled_indices"] == dm.labeled_indices.tolist()
+    assert dm.identity()["labeled_digest"] == dm.labeled_digest and len(dm.labeled_digest) == 16
 
 
 def test_stream_reshuffles_and_emits_partial_batch():

@@ -137,6 +137,11 @@ class SSLImageDataModule(pl.LightningDataModule):
     def test_dataloader(self) -> DataLoader:
         return self._eval_loader()
 
+    def identity(self) -> dict:
+        """Recorded in checkpoints; resuming with another dataset or labelled subset is refused."""
+        return {"dataset": self.hparams.dataset, "n_labeled": self.hparams.n_labeled,
+                "labeled_digest": getattr(self, "labeled_digest", None)}
+
     def state_dict(self) -> dict:
         """The labelled subset is recorded in every checkpoint."""
         return {"labeled_indices": None if self.labeled_indices is None else self.labeled_indices.tolist(),
