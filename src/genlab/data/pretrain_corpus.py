@@ -24,10 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
+from genlab.data.sentencepiece_tokenizer import SentencePieceTokenizer
 from genlab.data.sources import DEFAULT_CACHE, DatasetSpec, locate
 from genlab.data.xlnet_examples import EOD_ID, word_start_table
 from genlab.errors import DataError
-from genlab.utils import atomic_write, sha256_file, stable_hash
+from genlab.utils import atomic_write, stable_hash
 
 CONTROL_SYMBOLS = ("<cls>", "<sep>", "<pad>", "<mask>", "<eod>")  # ids 3..7 after <unk>, <s>, </s>
 USER_SYMBOLS = ("<eop>", ".", "(", ")", '"', "-", "–", "£", "€")  # <eop> = 8
@@ -46,34 +47,33 @@ def preprocess_text(text: str, lower: bool = False) -> str:
 
 
 class PieceTokenizer:
-    """SentencePiece model with the XLNet special ids, official preprocessing and the "2000," split rule."""
+    """XLNet view of a SentencePiece model: fixed special ids, official preprocessing, the "2000," split rule and
+    the word-start table of the span sampler."""
 
     def __init__(self, model_file: str | os.PathLike, lower: bool = False):
-        import sentencepiece as spm
-
         self.model_file, self.lower = Path(model_file), lower
         if not self.model_file.is_file():
             raise DataError(f"tokenizer model {self.model_file} does not exist; set data.tokenizer= to a .model file "
                             "or null to train one on the corpus.")
-        self.sp = spm.SentencePieceProcessor(model_file=str(self.model_file))
-        for i, sym in enumerate(CONTROL_SYMBOLS, start=3):
+        self.sp = SentencePieceTokenizer(self.model_file, required_symbols=(*CONTROL_SYMBOLS, "<eop>"))
+        for i, sym in enumerate((*CONTROL_SYMBOLS, "<eop>"), start=3):
             if self.sp.id_to_piece(i) != sym:
                 raise DataError(f"tokenizer {self.model_file}: id {i} is {self.sp.id_to_piece(i)!r}, expected {sym!r}; "
                                 "XLNet needs <unk> <s> </s> <cls> <sep> <pad> <mask> <eod> <eop> as ids 0..8.")
-        self.pieces = [self.sp.id_to_piece(i) for i in range(self.sp.get_piece_size())]
+        self.pieces = [self.sp.id_to_piece(i) for i in range(len(self.sp))]
         self.is_word_start = word_start_table(self.pieces)
-        self.identity = sha256_file(self.model_file)[:16]
+        self.identity = self.sp.fingerprint()[:16]
 
     @property
     def vocab_size(self) -> int:
         return len(self.pieces)
 
     def encode(self, text: str) -> list[int]:
-        pieces = self.sp.encode(preprocess_text(text, self.lower), out_type=str)
+        pieces = self.sp.encode_pieces(preprocess_text(text, self.lower))
         out: list[str] = []
         for p in pieces:  # "2000," -> "2000" + "," (official encode_pieces)
             if len(p) > 1 and p[-1] == "," and p[-2].isdigit():
-                sub = self.sp.encode(p[:-1].replace("▁", ""), out_type=str)
+                sub = self.sp.encode_pieces(p[:-1].replace("▁", ""))
                 if p[0] != "▁" and sub and sub[0][0] == "▁":
                     sub = sub[1:] if len(sub[0]) == 1 else [sub[0][1:]] + sub[1:]
                 out.extend(sub)
@@ -84,21 +84,14 @@ class PieceTokenizer:
 
 
 def train_tokenizer(files: list[Path], model_prefix: Path, vocab_size: int, max_sentences: int = 1_000_000) -> Path:
-    """Unigram SentencePiece with the XLNet control/user symbols (spec §3.1), trained on ``files``."""
-    import sentencepiece as spm
-
-    model_prefix.parent.mkdir(parents=True, exist_ok=True)
-    tmp = model_prefix.with_name(f".{model_prefix.name}.{os.getpid()}")
-    spm.SentencePieceTrainer.train(
-        input=[str(f) for f in files], model_prefix=str(tmp), vocab_size=vocab_size, model_type="unigram",
-        character_coverage=0.99995, input_sentence_size=max_sentences, shuffle_input_sentence=True,
-        unk_id=0, bos_id=1, eos_id=2, pad_id=-1, control_symbols=list(CONTROL_SYMBOLS),
-        user_defined_symbols=list(USER_SYMBOLS), hard_vocab_limit=False, num_threads=1, minloglevel=2,
-        normalization_rule_name="identity",
+    """Unigram SentencePiece with the XLNet control/user symbols and special ids (spec §3.1), trained on ``files``."""
+    model = Path(f"{model_prefix}.model")
+    SentencePieceTokenizer.train(
+        files, model, vocab_size, "unigram", user_defined_symbols=USER_SYMBOLS, control_symbols=CONTROL_SYMBOLS,
+        character_coverage=0.99995, unk_id=0, bos_id=1, eos_id=2, pad_id=-1, input_sentence_size=max_sentences,
+        shuffle_input_sentence=True, hard_vocab_limit=False, normalization_rule_name="identity",
     )
-    for ext in (".model", ".vocab"):
-        os.replace(f"{tmp}{ext}", f"{model_prefix}{ext}")
-    return Path(f"{model_prefix}.model")
+    return model
 
 
 # ------------------------------------------------------------------------------------------------ corpus files

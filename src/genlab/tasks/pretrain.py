@@ -66,6 +66,10 @@ class _PretrainTask(LanguageModelTask):
         if self.layer_decay_mode == "grad_scale":  # official: scale after clipping
             scale_layer_gradients(self.model, self.layer_decay)
 
+    def _log_nsp(self, train: bool, value: torch.Tensor) -> None:
+        if self._trainer is not None:  # the objective also runs outside a Trainer (tests, notebooks)
+            self.log(f"{'train' if train else 'valid'}/nsp_loss", value)
+
     def _log_eval(self, metric, loss: torch.Tensor, weight: float) -> None:
         metric.update(loss.detach(), weight=weight)
 
@@ -142,7 +146,7 @@ class PermutationLMTask(_MemoryMixin, _PretrainTask):
         loss = (ce * mask.flatten()).sum() / n.clamp_min(1.0)
         if self.nsp_head is not None:
             nsp = F.cross_entropy(self.nsp_head(out.hidden).float(), batch["nsp_label"])
-            self.log(f"{'train' if train else 'valid'}/nsp_loss", nsp)
+            self._log_nsp(train, nsp)
             if train:
                 return loss + self.nsp_weight * nsp, float(n)
         return loss, float(n)
@@ -206,7 +210,7 @@ class MaskedLMTask(_PretrainTask):
         mlm = F.cross_entropy(self.model.mlm_logits(out.hidden[sel]).float(), batch["labels"][sel])
         if self.nsp_weight > 0:
             nsp = F.cross_entropy(self.model.nsp_logits(out.pooled).float(), batch["nsp_label"])
-            self.log(f"{'train' if train else 'valid'}/nsp_loss", nsp)
+            self._log_nsp(train, nsp)
             if train:
                 return mlm + self.nsp_weight * nsp, float(sel.sum())
         return mlm, float(sel.sum())
