@@ -50,14 +50,22 @@ class PositionwiseFF(nn.Module):
 
 
 class TXLLayer(nn.Module):
+    """One block: attention over [mem; h], then the feed-forward. Its own forward so that per-block wrappers
+    (FSDP2 ``fully_shard``, activation checkpointing, regional ``torch.compile``) hook one call per layer."""
+
     def __init__(self, attn: nn.Module, ff: PositionwiseFF) -> None:
         super().__init__()
         self.attn = attn
         self.ff = ff
 
+    def forward(self, h: Tensor, *attn_args) -> Tensor:
+        return self.ff(self.attn(h, *attn_args))
+
 
 class TransformerXL(nn.Module):
     """Decoder-only LM over [memory; segment]; see the module docstring and spec §9 for the defaults."""
+
+    block_classes = (TXLLayer,)  # what genlab.parallel shards / checkpoints / compiles one by one
 
     def __init__(
         self,
@@ -224,8 +232,7 @@ class TransformerXL(nn.Module):
             core = self.drop(emb)
             for i, layer in enumerate(self.layers):
                 hids.append(core)
-                core = layer.attn(core, r, mask, mems[i] if mems else None, self.u, self.v)
-                core = layer.ff(core)
+                core = layer(core, r, mask, mems[i] if mems else None, self.u, self.v)
         elif self.attn_type == "abs_sinusoid":
             pe = self.position_embeddings(klen, input_ids.device).to(act_dtype)
             core = self.drop(emb + pe[mlen:])
@@ -234,19 +241,19 @@ class TransformerXL(nn.Module):
                 mem_i = mems[i] if mems else None
                 if i == 0 and mem_i is not None:  # window positions on top of the cached ones, on a copy
                     mem_i = mem_i + pe[:mlen]
-                core = layer.ff(layer.attn(core, mask, mem_i))
+                core = layer(core, mask, mem_i)
         elif self.attn_type == "abs_learned":
             core = self.drop(emb)
             for i, layer in enumerate(self.layers):
                 hids.append(core)
                 pos = self._learned_positions(i, klen).to(act_dtype)
                 mem_i = mems[i] + pos[:mlen] if mems else None
-                core = layer.ff(layer.attn(core + pos[mlen:], mask, mem_i))
+                core = layer(core + pos[mlen:], mask, mem_i)
         else:  # shaw
             core = self.drop(emb)
             for i, layer in enumerate(self.layers):
                 hids.append(core)
-                core = layer.ff(layer.attn(core, mask, mems[i] if mems else None, self.clamp_len))
+                core = layer(core, mask, mems[i] if mems else None, self.clamp_len)
         return core, self._update_memory(hids, mems, mlen, qlen)
 
     @torch.no_grad()
