@@ -61,28 +61,22 @@ class DownRightShiftedConv(nn.Module):
         return right_shift(x) if self.shift_right else x
 
 
-class DownShiftedDeconv(nn.Module):
-    def __init__(self, cin: int, cout: int, fsize: tuple[int, int] = (2, 3)) -> None:
+class ShiftedDeconv(nn.Module):
+    """Stride-2 transposed conv cropped back to 2H x 2W so the causal shift of its stream is kept: centred
+    columns for the down-shifted stream (2x3), left-aligned for the down-right-shifted stream (2x2)."""
+
+    def __init__(self, cin: int, cout: int, right: bool = False) -> None:
         super().__init__()
-        self.deconv = weight_norm(nn.ConvTranspose2d(cin, cout, fsize, 2, output_padding=1))
-        self.fsize = fsize
+        self.fsize = (2, 2) if right else (2, 3)
+        self.deconv = weight_norm(nn.ConvTranspose2d(cin, cout, self.fsize, 2, output_padding=1))
+        self.right = right
 
     def forward(self, x: Tensor) -> Tensor:
         x = self.deconv(x)
         fh, fw = self.fsize
-        return x[:, :, : x.shape[2] - fh + 1, (fw - 1) // 2: x.shape[3] - (fw - 1) // 2]
-
-
-class DownRightShiftedDeconv(nn.Module):
-    def __init__(self, cin: int, cout: int, fsize: tuple[int, int] = (2, 2)) -> None:
-        super().__init__()
-        self.deconv = weight_norm(nn.ConvTranspose2d(cin, cout, fsize, 2, output_padding=1))
-        self.fsize = fsize
-
-    def forward(self, x: Tensor) -> Tensor:
-        x = self.deconv(x)
-        fh, fw = self.fsize
-        return x[:, :, : x.shape[2] - fh + 1, : x.shape[3] - fw + 1]
+        left = 0 if self.right else (fw - 1) // 2
+        right = fw - 1 - left
+        return x[:, :, : x.shape[2] - fh + 1, left: x.shape[3] - right]
 
 
 class GatedResnet(nn.Module):
@@ -128,8 +122,8 @@ class PixelCNNPP(nn.Module):
         counts = [n_resnet] + [n_resnet + 1] * (n_stages - 1)
         self.dn_u = nn.ModuleList(nn.ModuleList(GatedResnet(n, ds, 1, dropout) for _ in range(c)) for c in counts)
         self.dn_ul = nn.ModuleList(nn.ModuleList(GatedResnet(n, drs, 2, dropout) for _ in range(c)) for c in counts)
-        self.up_u_size = nn.ModuleList(DownShiftedDeconv(n, n) for _ in range(n_stages - 1))
-        self.up_ul_size = nn.ModuleList(DownRightShiftedDeconv(n, n) for _ in range(n_stages - 1))
+        self.up_u_size = nn.ModuleList(ShiftedDeconv(n, n) for _ in range(n_stages - 1))
+        self.up_ul_size = nn.ModuleList(ShiftedDeconv(n, n, right=True) for _ in range(n_stages - 1))
         per_mix = 3 if in_channels == 1 else 10
         self.nin_out = weight_norm(nn.Linear(n, per_mix * n_mix))
 
