@@ -93,7 +93,7 @@ def test_c11_per_step_lr_rescaled_then_restored(tmp_path):
     _trainer(tmp_path, limit_val_batches=0).fit(task, dm)
     rows = dm.rows("train", 6).shape[1]
     expected = [2.0 * w[2] / 20 for w in epoch_windows(rows, 20, 10, seed=3, epoch=0)]
-    assert task.lr_trace == pytest.approx(expected)
+    assert list(task.lr_trace) == pytest.approx(expected)
     assert task.optimizers().param_groups[0]["lr"] == 2.0
 
 

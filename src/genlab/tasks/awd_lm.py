@@ -14,6 +14,7 @@ iterate plus the average, so a resume across the switch is exact.
 from __future__ import annotations
 
 import math
+from collections import deque
 from pathlib import Path
 from typing import Any, Callable
 
@@ -100,7 +101,7 @@ class AWDLanguageModelTask(pl.LightningModule):
         self._train_memory: list | None = None  # one state per column chunk
         self._eval_memory = None
         self._eval_sum, self._eval_count = 0.0, 0
-        self.lr_trace: list[float] = []  # lr used by each step of the current fit (tests, debugging)
+        self.lr_trace: deque[float] = deque(maxlen=4096)  # lr of the latest steps (tests, debugging)
 
     # -- setup: data identity, fine-tuning initialisation ----------------------------------------------------
     def setup(self, stage: str) -> None:
