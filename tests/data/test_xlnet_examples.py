@@ -230,3 +230,43 @@ def test_pass_sampler_walks_passes_in_order_and_resumes_mid_pass():
     s = PassSampler(3)
     s.pass_idx, s.start = 4, 2  # what PretrainDataModule.load_state_dict restores
     assert list(s) == [(4, 2)] and list(s) == [(5, 0), (5, 1), (5, 2)]
+
+
+def test_truncation_closed_form_equals_the_one_token_loop():
+    from genlab.data.xlnet_examples import _truncation
+
+    for a in range(0, 30):
+        for b in range(0, 30):
+            for tot in (1, 10, 25):
+                ra, rb = a, b
+                while ra + rb > tot:
+                    if ra > rb:
+                        ra -= 1
+                    else:
+                        rb -= 1
+                assert _truncation(a, b, tot) == (a - ra, b - rb), (a, b, tot)
+
+
+def test_split_scans_only_a_window_of_a_long_row():
+    from genlab.data.xlnet_examples import next_boundary
+
+    sid = np.zeros(2_000_000, dtype=np.uint8)
+    sid[1_500_000:] = 1  # one boundary far away
+    assert next_boundary(sid, 10) == 1_500_000 and next_boundary(sid, 1_500_001) == 2_000_000
+    pair = split_a_and_b(sid, 100, 53, np.random.default_rng(0))
+    assert pair.label == 0 and (pair.a_end - pair.a_begin) + (pair.b_end - pair.b_begin) == 53
+
+
+def test_sentence_edges_match_the_token_loops():
+    from genlab.data.xlnet_examples import next_boundary, sentence_start
+
+    sid = np.repeat(np.random.default_rng(0).integers(0, 2, 60), np.random.default_rng(1).integers(1, 9, 60))
+    for k in range(len(sid)):
+        j = k
+        while j > 0 and sid[j - 1] == sid[j]:
+            j -= 1
+        assert sentence_start(sid, k, chunk=5) == j
+        e = max(k, 1)
+        while e < len(sid) and sid[e - 1] == sid[e]:
+            e += 1
+        assert next_boundary(sid, max(k, 1), chunk=5) == e

@@ -61,7 +61,7 @@ class PretrainBatches(Dataset):
         self.is_word_start, self.vocab_size, self.seed, self.rank = is_word_start, vocab_size, seed, rank
         bi = cfg.bi_data and objective != "mlm"
         self.tok, self.sid, self.reverse = stream_rows(stream.tokens, stream.sent_ids, batch_size, bi, rank, world)
-        row_len = self.tok.shape[1]
+        row_len = len(self.tok[0])
         self.n_steps = (bert_steps_per_pass(row_len, cfg.seq_len) if objective == "mlm"
                         else steps_per_pass(row_len, cfg))
         if self.n_steps < 1:

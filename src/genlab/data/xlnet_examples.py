@@ -105,6 +105,33 @@ def sample_targets(
     return mask[::-1].copy() if reverse else mask
 
 
+def next_boundary(sent_ids: np.ndarray, start: int, chunk: int = 4096) -> int:
+    """First k >= start with ``sent_ids[k] != sent_ids[k-1]`` (a sentence start), or the row length."""
+    n = len(sent_ids)
+    while start < n:
+        stop = min(n, start + chunk)
+        win = np.asarray(sent_ids[start - 1 : stop])
+        hit = np.flatnonzero(win[1:] != win[:-1])
+        if len(hit):
+            return start + int(hit[0])
+        start = stop
+    return n
+
+
+def sentence_start(sent_ids: np.ndarray, k: int, chunk: int = 4096) -> int:
+    """Largest j <= k with j == 0 or ``sent_ids[j] != sent_ids[j-1]``: the start of the sentence holding k."""
+    while k > 0:
+        lo = max(1, k - chunk)
+        win = np.asarray(sent_ids[lo - 1 : k + 1])
+        hit = np.flatnonzero(win[1:] != win[:-1])
+        if len(hit):
+            return lo + int(hit[-1])
+        if lo == 1:
+            return 0
+        k = lo - 1
+    return 0
+
+
 @dataclass(frozen=True)
 class SegmentPair:
     """A = ``row[a_begin:a_end]``, B = ``row[b_begin:b_end]``; label 1 = B is the true continuation of A."""
@@ -127,30 +154,34 @@ def split_a_and_b(
     row_len = len(sent_ids)
     if begin + tot_len >= row_len:
         return None
-    change = np.flatnonzero(sent_ids[begin + 1 :] != sent_ids[begin:-1]) + begin + 1  # sentence boundaries
-    inside = change[change - begin < tot_len]
-    cut_points = inside
-    end = int(change[len(inside)]) if len(inside) < len(change) else row_len
+    window = np.asarray(sent_ids[begin : begin + tot_len])  # only this window is scanned, not the whole row
+    cut_points = np.flatnonzero(window[1:] != window[:-1]) + begin + 1  # boundaries at offsets 1..tot_len-1
+    end = next_boundary(sent_ids, begin + tot_len)
     if len(cut_points) == 0 or rng.random() < random_b_prob:
         label = 0
         a_end = end if len(cut_points) == 0 else int(rng.choice(cut_points))
         b_len = max(1, tot_len - (a_end - begin))
         b_begin = int(rng.integers(0, row_len - 1 - b_len + 1))
         b_end = b_begin + b_len
-        while b_begin > 0 and sent_ids[b_begin - 1] == sent_ids[b_begin]:
-            b_begin -= 1
-        while b_end < row_len - 1 and sent_ids[b_end - 1] == sent_ids[b_end]:
-            b_end += 1
+        b_begin = sentence_start(sent_ids, b_begin)  # widen B to whole sentences
+        b_end = min(next_boundary(sent_ids, b_end), row_len - 1)
     else:
         label = 1
         a_end = int(rng.choice(cut_points))
         b_begin, b_end = a_end, end
-    while (a_end - begin) + (b_end - b_begin) > tot_len:
-        if a_end - begin > b_end - b_begin:
-            a_end -= 1
-        else:
-            b_end -= 1
-    return SegmentPair(begin, a_end, b_begin, b_end, label)
+    a_cut, b_cut = _truncation(a_end - begin, b_end - b_begin, tot_len)
+    return SegmentPair(begin, a_end - a_cut, b_begin, b_end - b_cut, label)
+
+
+def _truncation(a_len: int, b_len: int, tot_len: int) -> tuple[int, int]:
+    """Tokens cut from the right of A and B by "drop one from the longer (B on a tie) until they fit", in O(1)."""
+    excess = a_len + b_len - tot_len
+    if excess <= 0:
+        return 0, 0
+    first = min(excess, abs(a_len - b_len))  # from the longer one until both are equal
+    a_cut, b_cut = (first, 0) if a_len > b_len else (0, first)
+    rest = excess - first  # then alternately B, A, B, ...
+    return a_cut + rest // 2, b_cut + rest - rest // 2
 
 
 @dataclass(frozen=True)
@@ -194,7 +225,8 @@ def example_rng(seed: int, pass_idx: int, step: int, row: int, stream: int) -> n
 
 
 def stream_rows(tokens: np.ndarray, sent_ids: np.ndarray, n_rows: int, bi_data: bool, rank: int = 0, world: int = 1):
-    """This rank's rows as (tokens, sent_ids, reversed flags): [forward rows; the same rows reversed] with bi_data.
+    """This rank's rows as lists of views (tokens, sent_ids) and reversed flags: [forward rows; the same rows
+    reversed] with bi_data. Views of the memmaps (negative strides for backward rows): nothing is copied.
 
     Rank r owns forward rows ``[r·F, (r+1)·F)`` with F = n_rows/2 (bi_data) or n_rows, so every device batch is
     [fwd; bwd] and a data-parallel run sees the streams of one process with the global batch.
@@ -206,10 +238,11 @@ def stream_rows(tokens: np.ndarray, sent_ids: np.ndarray, n_rows: int, bi_data: 
     length = len(tokens) // total
     tok = tokens[: length * total].reshape(total, length)[rank * n_fwd : (rank + 1) * n_fwd]
     sid = sent_ids[: length * total].reshape(total, length)[rank * n_fwd : (rank + 1) * n_fwd]
+    rows, sids = list(tok), list(sid)
     if bi_data:
-        tok = np.concatenate([tok, tok[:, ::-1]])
-        sid = np.concatenate([sid, sid[:, ::-1]])
-    return tok, sid, np.arange(n_rows) >= n_fwd if bi_data else np.zeros(n_rows, dtype=bool)
+        rows += [r[::-1] for r in tok]
+        sids += [r[::-1] for r in sid]
+    return rows, sids, np.arange(n_rows) >= n_fwd if bi_data else np.zeros(n_rows, dtype=bool)
 
 
 def steps_per_pass(row_len: int, cfg: XLNetDataConfig) -> int:
