@@ -188,8 +188,8 @@ def main() -> None:
     peak = matmul_peak(args.threads)
     flops = step_flops(cfg)
     tokens = cfg["batch"] * cfg["seq"]
-    print(f"config={args.config} n_layer={cfg['n_layer']} batch={cfg['batch']} seq={cfg['seq']} mem={cfg['mem']} reuse={cfg['reuse']} "
-          f"num_predict={cfg['num_predict']} threads={args.threads} steps={args.steps} (+{args.warmup} warmup)")
+    print(f"config={args.config} n_layer={cfg['n_layer']} batch={cfg['batch']} seq={cfg['seq']} mem={cfg['mem']} "
+          f"reuse={cfg['reuse']} num_predict={cfg['num_predict']} threads={args.threads} steps={args.steps} (+{args.warmup} warmup)")
     print(f"measured fp32 matmul peak: {peak / 1e9:.1f} GFLOP/s; useful FLOPs/step: {flops / 1e9:.1f} G")
     summary = {}
     for impl in ("hf", "ours"):

@@ -100,7 +100,8 @@ def test_wrong_size_names_the_tensors(tmp_path):
     hf.save_pretrained(tmp_path)
     state = read_state_dict(tmp_path)
     small = XLNetLMHeadModel(V, **{**DIMS, "d_inner": 48})
-    with pytest.raises(CheckpointError, match=r"layer\.0\.ff\.layer_1\.weight: checkpoint \(64, 32\) vs model \(48, 32\)"):
+    wrong = r"layer\.0\.ff\.layer_1\.weight: checkpoint \(64, 32\) vs model \(48, 32\)"
+    with pytest.raises(CheckpointError, match=wrong):
         load_hf_state_dict(small, state, source="ckpt")
     deeper = XLNetLMHeadModel(V, **{**DIMS, "n_layer": 3})
     with pytest.raises(CheckpointError, match=r"missing tensors: transformer\.layer\.2\."):
