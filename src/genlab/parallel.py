@@ -1,0 +1,233 @@
+"""Sharding, activation checkpointing and regional compilation of a model, in one place.
+
+``parallelize`` applies, per block and in torchtitan's order, (1) activation checkpointing, (2) regional
+``torch.compile``, (3) FSDP2 ``fully_shard`` with a mixed-precision policy and optional CPU offload, and finally
+shards the root (embeddings, output layer, shared parameters). Models declare their blocks with a class
+attribute ``block_classes`` (or a ``blocks()`` method returning the block modules).
+
+Lightning drives it: ``FSDP2Strategy`` is Lightning's ``ModelParallelStrategy`` with pure data-parallel sharding
+over every process by default and the options below; ``ParallelizeMixin`` gives a LightningModule the
+``configure_model`` hook that calls ``parallelize`` when such a strategy runs. Nothing here moves data between
+processes itself: collectives, checkpoints and launching stay Lightning's and PyTorch's.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Literal
+
+import torch
+from pytorch_lightning.strategies import ModelParallelStrategy
+from torch import nn
+
+from genlab.errors import ConfigError
+
+PRECISIONS = ("64-true", "32-true", "32", "bf16-mixed", "16-mixed", "bf16-true", "16-true")
+_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+
+
+# --------------------------------------------------------------------------------------------- user checks
+def find_blocks(model: nn.Module) -> list[nn.Module]:
+    """The repeated blocks of the first module (``model`` itself or, for a task, the model it holds) that
+    declares them with a ``blocks()`` method or a ``block_classes`` class attribute, in order."""
+    for module in model.modules():
+        if inspect.isfunction(getattr(type(module), "blocks", None)):
+            blocks = list(module.blocks())
+        elif getattr(type(module), "block_classes", None):
+            classes = tuple(type(module).block_classes)
+            blocks = [m for m in module.modules() if isinstance(m, classes)]
+        else:
+            continue
+        if blocks:
+            return blocks
+    raise ConfigError(
+        f"strategy=fsdp: {type(model).__name__} declares no blocks to shard. Add a class attribute "
+        "`block_classes = (MyBlock,)` (or a `blocks()` method) to the model, or use strategy=ddp."
+    )
+
+
+def accumulation_steps(global_batch: int, micro_batch: int, world_size: int) -> int:
+    """Gradient-accumulation steps so ``micro_batch x world_size x steps == global_batch`` on any device count."""
+    per_step = micro_batch * world_size
+    if global_batch <= 0 or global_batch % per_step:
+        raise ConfigError(
+            f"data.global_batch={global_batch} is not a multiple of micro-batch x world size = {micro_batch} x "
+            f"{world_size} = {per_step}; choose a global batch divisible by {per_step} or change data.batch_size "
+            "/ trainer.devices."
+        )
+    return global_batch // per_step
+
+
+def check_precision(precision: str, device: torch.device) -> None:
+    """Refuse, with the fix, a ``trainer.precision`` the device cannot run."""
+    precision = str(precision)
+    if precision not in PRECISIONS:
+        raise ConfigError(f"trainer.precision={precision} is unknown; use one of {', '.join(PRECISIONS)}")
+    half = precision.startswith("16")
+    bf16 = precision.startswith("bf16")
+    if device.type == "cuda":
+        if bf16 and not torch.cuda.is_bf16_supported():
+            raise ConfigError(
+                f"trainer.precision={precision}: {torch.cuda.get_device_name(device)} has no bfloat16 support; "
+                "use trainer.precision=16-mixed (or 32-true)."
+            )
+    elif device.type == "cpu":
+        if half:
+            raise ConfigError(
+                f"trainer.precision={precision} is not supported on CPU (no fp16 autocast/loss scaling there); "
+                "use trainer.precision=bf16-mixed or 32-true."
+            )
+    elif device.type == "mps" and precision == "64-true":
+        raise ConfigError("trainer.precision=64-true: MPS has no float64; use trainer.precision=32-true.")
+
+
+def _dtype(name: str | None) -> torch.dtype | None:
+    if name is None:
+        return None
+    if name not in _DTYPES:
+        raise ConfigError(f"strategy dtype {name!r} is unknown; use one of {tuple(_DTYPES)} or null")
+    return _DTYPES[name]
+
+
+def mixed_precision_dtypes(precision: str) -> tuple[torch.dtype | None, torch.dtype | None]:
+    """(param_dtype, reduce_dtype) FSDP2 uses for ``trainer.precision``: low-precision compute for ``*-mixed``
+    with fp32 gradient reduction; nothing to cast for ``*-true`` (the weights already have that dtype)."""
+    if precision == "bf16-mixed":
+        return torch.bfloat16, torch.float32
+    if precision == "16-mixed":
+        return torch.float16, torch.float32
+    return None, None
+
+
+# ------------------------------------------------------------------------------------------------ the plan
+def _replace(model: nn.Module, old: nn.Module, new: nn.Module) -> None:
+    for parent in model.modules():
+        for name, child in parent.named_children():
+            if child is old:
+                setattr(parent, name, new)
+                return
+    raise ValueError(f"block {type(old).__name__} is not a submodule of {type(model).__name__}")
+
+
+def parallelize(
+    model: nn.Module,
+    mesh: Any | None,
+    *,
+    param_dtype: torch.dtype | None = None,
+    reduce_dtype: torch.dtype | None = None,
+    cpu_offload: bool = False,
+    activation_checkpointing: bool = False,
+    compile_blocks: bool = False,
+    reshard_after_forward: bool = True,
+) -> nn.Module:
+    """Apply AC -> compile -> fully_shard to each block, then fully_shard the root. In place; returns ``model``.
+
+    ``mesh=None`` skips sharding (single process: activation checkpointing and compilation only).
+    """
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+    from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
+
+    blocks = find_blocks(model)
+    wrapped = []
+    for block in blocks:
+        if activation_checkpointing:  # recompute the block in backward; state-dict keys stay unchanged
+            new = checkpoint_wrapper(block)
+            _replace(model, block, new)
+            block = new
+        if compile_blocks:  # regional: one compiled graph reused by every block of the same shape
+            block.compile()
+        wrapped.append(block)
+    if mesh is None:
+        return model
+    mp = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=reduce_dtype)
+    offload = CPUOffloadPolicy() if cpu_offload else OffloadPolicy()
+    for i, block in enumerate(wrapped):
+        # The last block's parameters are needed again at once by backward: keep them gathered.
+        reshard = reshard_after_forward and i < len(wrapped) - 1
+        fully_shard(block, mesh=mesh, mp_policy=mp, offload_policy=offload, reshard_after_forward=reshard)
+    fully_shard(model, mesh=mesh, mp_policy=mp, offload_policy=offload, reshard_after_forward=reshard_after_forward)
+    return model
+
+
+def is_sharded(model: nn.Module) -> bool:
+    from torch.distributed.fsdp import FSDPModule
+
+    return any(isinstance(m, FSDPModule) for m in model.modules())
+
+
+# -------------------------------------------------------------------------------------------- Lightning glue
+class FSDP2Strategy(ModelParallelStrategy):
+    """Lightning's ``ModelParallelStrategy`` used as pure FSDP2: by default every process is one data-parallel
+    shard (``data_parallel_size=auto`` = world size, no tensor parallelism), plus the options ``parallelize``
+    takes. ``param_dtype``/``reduce_dtype`` = ``auto`` follow ``trainer.precision``."""
+
+    def __init__(
+        self,
+        data_parallel_size: Literal["auto"] | int = "auto",
+        tensor_parallel_size: Literal["auto"] | int = 1,
+        save_distributed_checkpoint: bool = True,
+        process_group_backend: str | None = None,
+        activation_checkpointing: bool = False,
+        compile_blocks: bool = False,
+        cpu_offload: bool = False,
+        reshard_after_forward: bool = True,
+        param_dtype: str | None = "auto",
+        reduce_dtype: str | None = "auto",
+    ) -> None:
+        super().__init__(data_parallel_size, tensor_parallel_size, save_distributed_checkpoint, process_group_backend)
+        self.activation_checkpointing, self.compile_blocks = activation_checkpointing, compile_blocks
+        self.cpu_offload, self.reshard_after_forward = cpu_offload, reshard_after_forward
+        self.param_dtype, self.reduce_dtype = param_dtype, reduce_dtype
+
+    def setup_environment(self) -> None:
+        world = self.num_nodes * self.num_processes
+        tp = 1 if self._tensor_parallel_size == "auto" else int(self._tensor_parallel_size)
+        if self._data_parallel_size == "auto":
+            if world % tp:
+                raise ConfigError(f"strategy.tensor_parallel_size={tp} does not divide the world size {world}")
+            self._data_parallel_size = world // tp
+        self._tensor_parallel_size = tp
+        super().setup_environment()
+
+    def parallelize_options(self, precision: str) -> dict[str, Any]:
+        auto_param, auto_reduce = mixed_precision_dtypes(precision)
+        return {
+            "param_dtype": auto_param if self.param_dtype == "auto" else _dtype(self.param_dtype),
+            "reduce_dtype": auto_reduce if self.reduce_dtype == "auto" else _dtype(self.reduce_dtype),
+            "cpu_offload": self.cpu_offload,
+            "activation_checkpointing": self.activation_checkpointing,
+            "compile_blocks": self.compile_blocks,
+            "reshard_after_forward": self.reshard_after_forward,
+        }
+
+
+class ParallelizeMixin:
+    """Put first in a LightningModule's bases (``class LanguageModelTask(ParallelizeMixin, pl.LightningModule)``)
+    to shard ``self.model`` per block when the run uses ``ModelParallelStrategy`` (``strategy=fsdp``)."""
+
+    def configure_model(self) -> None:
+        trainer = self.trainer
+        strategy = trainer.strategy
+        if not isinstance(strategy, ModelParallelStrategy) or is_sharded(self.model):
+            return  # other strategies wrap the model themselves; Lightning calls this hook again for test
+        precision = str(trainer.precision)
+        check_precision(precision, strategy.root_device)
+        if isinstance(strategy, FSDP2Strategy):
+            options = strategy.parallelize_options(precision)
+        else:
+            options = dict(zip(("param_dtype", "reduce_dtype"), mixed_precision_dtypes(precision)))
+        parallelize(self.model, strategy.device_mesh["data_parallel"], **options)
+
+
+class BlockWrapPolicy:
+    """FSDP1 auto-wrap (or activation-checkpointing) policy for Lightning's ``FSDPStrategy``: wrap every block
+    the model declares. The block classes are read from the root on the first call (the root is visited first),
+    so one config serves every model."""
+
+    def __init__(self) -> None:
+        self.classes: tuple[type[nn.Module], ...] | None = None
+
+    def __call__(self, module: nn.Module, recurse: bool, nonwrapped_numel: int = 0) -> bool:
+        if self.classes is None:
+            self.classes = tuple({type(b) for b in find_blocks(module)})
+        return True if recurse else isinstance(module, self.classes)

@@ -1,0 +1,217 @@
+"""FSDP2 through Lightning's ModelParallelStrategy on 2 CPU processes (gloo), and the user errors of genlab.parallel.
+
+The 2-process run (per-block fully_shard + activation checkpointing, fp64 weights, dropout 0) must give the loss
+trajectory of one plain process on the same global batch of streams; its sharded checkpoint must resume on 2
+processes, resume on 1 process (another world size), and consolidate into a plain single-process model.
+Processes are started as `python tests/test_parallel.py worker ...` with torchrun-style environment variables,
+so Lightning treats them as externally launched (as under torchrun/srun).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import pytorch_lightning as pl
+import torch
+
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointWrapper
+
+from genlab.errors import ConfigError
+from genlab.models.transformer_xl import TransformerXL
+from genlab.parallel import (
+    BlockWrapPolicy,
+    FSDP2Strategy,
+    ParallelizeMixin,
+    accumulation_steps,
+    check_precision,
+    find_blocks,
+    is_sharded,
+    parallelize,
+)
+from genlab.tasks.lm import LanguageModelTask
+
+STREAMS, TGT_LEN, SEGMENTS, VOCAB, EPOCHS = 4, 8, 3, 50, 2
+
+
+class ShardedLM(ParallelizeMixin, LanguageModelTask):
+    """The LM task with the configure_model hook the lead adds to LanguageModelTask."""
+
+
+class LossLog(pl.Callback):
+    def __init__(self) -> None:
+        self.losses: list[float] = []
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self.losses.append(float(outputs["loss"]))
+
+
+def batches(rank: int, world: int) -> list[dict]:
+    """This rank's contiguous streams of one fixed corpus: SEGMENTS consecutive segments (memory carries)."""
+    g = torch.Generator().manual_seed(7)
+    corpus = torch.randint(0, VOCAB, (STREAMS, SEGMENTS * TGT_LEN + 1), generator=g)
+    rows = corpus.chunk(world)[rank]
+    return [{"input_ids": rows[:, s * TGT_LEN:(s + 1) * TGT_LEN], "target": rows[:, s * TGT_LEN + 1:(s + 1) * TGT_LEN + 1],
+             "segment": s} for s in range(SEGMENTS)]
+
+
+def make_task() -> ShardedLM:
+    torch.manual_seed(0)
+    model = TransformerXL(VOCAB, n_layer=2, d_model=32, n_head=2, d_head=16, d_inner=64, dropout=0.0,
+                          mem_len=8).double()
+    return ShardedLM(model, functools.partial(torch.optim.Adam, lr=1e-2), None, monitor="train/loss")
+
+
+def fit(strategy, devices: int, data: list[dict], ckpt_dir: str | None = None, ckpt_path: str | None = None):
+    task, log = make_task(), LossLog()
+    callbacks: list[pl.Callback] = [log]
+    if ckpt_dir:
+        callbacks.append(pl.callbacks.ModelCheckpoint(dirpath=ckpt_dir, filename="{epoch}", save_top_k=-1,
+                                                      every_n_epochs=1, save_on_train_epoch_end=True))
+    trainer = pl.Trainer(accelerator="cpu", devices=devices, strategy=strategy, max_epochs=EPOCHS, logger=False,
+                         enable_checkpointing=bool(ckpt_dir), callbacks=callbacks, enable_progress_bar=False,
+                         enable_model_summary=False, use_distributed_sampler=False, num_sanity_val_steps=0)
+    trainer.fit(task, train_dataloaders=torch.utils.data.DataLoader(data, batch_size=None), ckpt_path=ckpt_path)
+    if isinstance(strategy, FSDP2Strategy):  # really sharded per block, with activation checkpointing inside
+        wrapped = [m for m in task.model.modules() if isinstance(m, CheckpointWrapper)]
+        assert is_sharded(task.model) and len(wrapped) == len(task.model.layers)
+    return log.losses
+
+
+def worker(out: Path, world: int, rank: int, resume: str | None) -> None:
+    """One rank: an uninterrupted sharded run saving a checkpoint per epoch, then a run resumed from epoch 0."""
+    torch.set_num_threads(1)
+    data = batches(rank, world)
+    strategy = lambda: FSDP2Strategy(activation_checkpointing=True)  # noqa: E731
+    result = {}
+    if resume is None:
+        result["full"] = fit(strategy(), world, data, ckpt_dir=str(out / "ckpt"))
+        resume = str(out / "ckpt" / "epoch=0.ckpt")
+    result["resumed"] = fit(strategy(), world, data, ckpt_path=resume)
+    (out / f"rank{rank}.json").write_text(json.dumps(result))
+
+
+def launch(out: Path, world: int, resume: str | None = None) -> list[dict]:
+    out.mkdir(parents=True, exist_ok=True)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = []
+    for rank in range(world):
+        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), LOCAL_RANK=str(rank),
+                   NODE_RANK="0", WORLD_SIZE=str(world), OMP_NUM_THREADS="1")
+        cmd = [sys.executable, __file__, "worker", str(out), str(world), str(rank)] + ([resume] if resume else [])
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    logs = [p.communicate(timeout=300)[0] for p in procs]
+    for p, log in zip(procs, logs):
+        assert p.returncode == 0, log[-4000:]
+    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(world)]
+
+
+def mean_over_ranks(results: list[dict], key: str) -> list[float]:
+    return [sum(vals) / len(vals) for vals in zip(*(r[key] for r in results))]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    torch.set_num_threads(1)
+    root = tmp_path_factory.mktemp("fsdp")
+    two = launch(root / "two", 2)
+    one = launch(root / "one", 1, resume=str(root / "two" / "ckpt" / "epoch=0.ckpt"))
+    single = fit("auto", 1, batches(0, 1))
+    return {"two": two, "one": one, "single": single, "ckpt": root / "two" / "ckpt" / "epoch=0.ckpt"}
+
+
+@pytest.mark.distributed
+def test_fsdp2_two_processes_follow_the_single_process_loss_trajectory(runs):
+    assert len(runs["single"]) == EPOCHS * SEGMENTS
+    fsdp = mean_over_ranks(runs["two"], "full")
+    assert fsdp[0] != fsdp[-1]
+    torch.testing.assert_close(torch.tensor(fsdp), torch.tensor(runs["single"]), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.distributed
+def test_fsdp2_distributed_checkpoint_resumes(runs):
+    assert (runs["ckpt"]).is_dir(), "ModelParallelStrategy should save a folder of shards"
+    resumed = mean_over_ranks(runs["two"], "resumed")
+    torch.testing.assert_close(torch.tensor(resumed), torch.tensor(runs["single"][SEGMENTS:]), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.distributed
+def test_fsdp2_checkpoint_resumes_on_another_world_size(runs):
+    resumed = runs["one"][0]["resumed"]
+    torch.testing.assert_close(torch.tensor(resumed), torch.tensor(runs["single"][SEGMENTS:]), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.distributed
+def test_fsdp2_checkpoint_loads_into_a_single_process_model(runs):
+    from lightning_fabric.utilities.load import _load_distributed_checkpoint
+
+    full = _load_distributed_checkpoint(runs["ckpt"])
+    task = make_task()
+    task.load_state_dict(full["state_dict"], strict=True)  # plain module, same keys (no FSDP/AC prefixes)
+    first = batches(0, 1)[0]
+    with torch.no_grad():
+        loss = task.model(first["input_ids"], target=first["target"]).nll.float().mean()
+    # Epoch 1 starts with empty memory, so its first loss is this forward of the epoch-0 weights.
+    assert abs(float(loss) - runs["single"][SEGMENTS]) < 1e-5
+
+
+# ------------------------------------------------------------------------------------------ single-process
+def test_fsdp_without_block_classes_is_a_clear_error():
+    with pytest.raises(ConfigError, match="block_classes"):
+        find_blocks(torch.nn.Sequential(torch.nn.Linear(2, 2)))
+
+
+def test_global_batch_not_divisible_by_world_times_micro_batch_is_a_clear_error():
+    assert accumulation_steps(64, micro_batch=4, world_size=2) == 8
+    with pytest.raises(ConfigError, match="global_batch=60.*4 x 2"):
+        accumulation_steps(60, micro_batch=4, world_size=2)
+
+
+def test_precision_the_device_cannot_run_is_a_clear_error():
+    check_precision("bf16-mixed", torch.device("cpu"))
+    check_precision("32-true", torch.device("cpu"))
+    with pytest.raises(ConfigError, match="16-mixed.*CPU"):
+        check_precision("16-mixed", torch.device("cpu"))
+    with pytest.raises(ConfigError, match="unknown"):
+        check_precision("fp8", torch.device("cpu"))
+
+
+def test_fsdp1_policy_wraps_exactly_the_declared_blocks():
+    task = make_task()
+    policy = BlockWrapPolicy()
+    assert policy(task, recurse=True)  # the root (a task holding the model) is visited first
+    assert all(policy(layer, recurse=False) for layer in task.model.layers)
+    assert not policy(task.model.layers[0].attn, recurse=False)
+
+
+def test_activation_checkpointing_keeps_outputs_gradients_and_state_dict_keys():
+    task = make_task()
+    ref = make_task().model
+    keys = set(ref.state_dict())
+    parallelize(task.model, None, activation_checkpointing=True)
+    assert set(task.model.state_dict()) == keys
+    b = batches(0, 1)[0]
+    for model in (ref, task.model):
+        model(b["input_ids"], target=b["target"]).nll.mean().backward()
+    for (name, p), q in zip(ref.named_parameters(), task.model.parameters()):
+        torch.testing.assert_close(q.grad, p.grad, msg=name)
+
+
+def test_fsdp_strategy_defaults_to_pure_data_parallel():
+    strategy = FSDP2Strategy()
+    assert strategy._tensor_parallel_size == 1 and strategy._data_parallel_size == "auto"
+    opts = strategy.parallelize_options("bf16-mixed")
+    assert opts["param_dtype"] is torch.bfloat16 and opts["reduce_dtype"] is torch.float32
+    assert FSDP2Strategy(param_dtype=None).parallelize_options("bf16-mixed")["param_dtype"] is None
+
+
+if __name__ == "__main__" and sys.argv[1] == "worker":
+    worker(Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] if len(sys.argv) > 5 else None)
