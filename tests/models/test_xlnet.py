@@ -223,9 +223,8 @@ def test_c10_slot_path_equals_full_length_path_and_padding_slots():
     shuffled = torch.randperm(n)
     tm = slots.target_mapping[:n][shuffled]
     tm = torch.cat([tm, torch.zeros(3, 12)]).double()  # three padding slots
-    full = torch.eye(12, dtype=torch.float64)  # a query slot at every position
     a = model(ids[None], perm_mask=perm[None], target_mapping=tm[None])
-    b = model(ids[None], perm_mask=perm[None], target_mapping=full[None])
+    b = model(ids[None], perm_mask=perm[None], inp_q=is_target[None].double())  # official full-length path
     pos = slots.positions[:n][shuffled]
     assert (a.query_hidden[0, :n] - b.query_hidden[0, pos]).abs().max() < 1e-10
     assert torch.isfinite(a.logits).all()

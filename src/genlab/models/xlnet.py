@@ -8,10 +8,11 @@ Interface (batch-major)::
                 perm_mask=None,       # [B, T, T] float, 1 = query i may NOT attend key j (query-stream mask)
                 target_mapping=None,  # [B, P, T] one-hot rows; all-zero row = padding slot
                 memory=None,          # list of n_layer tensors [B, M, d] (content-stream layer inputs)
-                reuse_len=None)       # cache only the first reuse_len positions (None = all T)
+                reuse_len=None,       # cache only the first reuse_len positions (None = all T)
+                inp_q=None)           # [B, T] 1 = target: official full-length query stream (no target_mapping)
     out.logits        # [B, P, V] (query stream) or [B, T, V] without target_mapping (LM head model only)
     out.hidden        # [B, T, d] content-stream output of the last layer (no final dropout)
-    out.query_hidden  # [B, P, d] query-stream output, or None
+    out.query_hidden  # [B, P, d] query-stream output ([B, T, d] with inp_q), or None
     out.output        # dropout(query_hidden if present else hidden): what the official heads consume
     out.memory        # list of n_layer detached [B, min(mem_len, M + reuse_len), d], or None if mem_len == 0
 
@@ -248,16 +249,28 @@ class XLNetModel(nn.Module):
         target_mapping: Tensor | None = None,
         memory: list[Tensor] | None = None,
         reuse_len: int | None = None,
+        inp_q: Tensor | None = None,
     ) -> XLNetOutput:
+        """``inp_q`` [B, T] (1 = target) selects the official full-length query stream instead of
+        target_mapping: a query slot at every position with ``g⁰ = w`` at targets and ``E[x]`` elsewhere."""
+        if inp_q is not None and target_mapping is not None:
+            raise ValueError("pass either target_mapping or inp_q, not both")
+        if inp_q is not None:
+            eye = torch.eye(input_ids.shape[1], dtype=self.word_embedding.weight.dtype, device=input_ids.device)
+            target_mapping = eye.expand(input_ids.shape[0], -1, -1)
         if memory is not None and len(memory) != self.n_layer:
             raise ValueError(f"memory has {len(memory)} tensors, the model has {self.n_layer} layers")
         mlen = 0 if memory is None else memory[0].shape[1]
         dtype = self.word_embedding.weight.dtype
         ctx = self._context(input_ids, token_type_ids, input_mask, perm_mask, target_mapping, mlen, dtype)
 
-        h = self.dropout(self.word_embedding(input_ids))
+        emb = self.word_embedding(input_ids)
+        h = self.dropout(emb)
         g = None
-        if target_mapping is not None:
+        if inp_q is not None:
+            sel = inp_q[..., None].to(emb.dtype)
+            g = self.dropout(sel * self.mask_emb + (1 - sel) * emb)
+        elif target_mapping is not None:
             g = self.dropout(self.mask_emb.expand(input_ids.shape[0], target_mapping.shape[1], -1))
 
         new_memory: list[Tensor] | None = [] if self.mem_len > 0 else None
@@ -315,8 +328,10 @@ class XLNetLMHeadModel(nn.Module):
         target_mapping: Tensor | None = None,
         memory: list[Tensor] | None = None,
         reuse_len: int | None = None,
+        inp_q: Tensor | None = None,
     ) -> XLNetOutput:
-        out = self.transformer(input_ids, token_type_ids, input_mask, perm_mask, target_mapping, memory, reuse_len)
+        out = self.transformer(input_ids, token_type_ids, input_mask, perm_mask, target_mapping, memory, reuse_len,
+                               inp_q)
         out.logits = self.lm_loss(out.output)
         return out
 
