@@ -323,3 +323,17 @@ def test_mnist5k_bad_gan_beats_supervised_by_5_points(tmp_path, one_thread):
             assert m["valid/unl_acc"] >= 0.65 and m["valid/gen_acc"] <= 0.30
             assert m["valid/max_unl_acc"] >= 0.60 and 1 - m["valid/max_gen_acc"] >= 0.80
     assert errs["supervised"] - errs["fm"] >= 5.0, errs
+
+
+def test_data_init_covers_encoder_without_generator_init():
+    """MNIST FM+VI: D is initialised on unlabelled images, the encoder head on generated images, G is not."""
+    torch.manual_seed(0)
+    model = BadGAN(MLPDiscriminator(in_dim=16, hidden=(8,)), MLPGenerator(z_dim=4, hidden=(8,), out_dim=16),
+                   MLPEncoder(in_dim=16, hidden=(8,), z_dim=4))
+    task = make_task(model, enc_optimizer=partial(torch.optim.Adam, lr=1e-3), vi_weight=1e-2)
+    g_head = model.generator.net[-2].weight_g.detach().clone()
+    e_head = model.encoder.net[-1].weight_g.detach().clone()
+    task._data_init([torch.rand(50, 16)])
+    assert torch.equal(model.generator.net[-2].weight_g, g_head)
+    assert not torch.equal(model.encoder.net[-1].weight_g, e_head)
+    assert bool(task.initialised)

@@ -132,10 +132,12 @@ class BadGANTask(pl.LightningModule):
             self.model.discriminator(x)
         if self.hparams.init_generator:
             with data_dependent_init(self.model.generator):
+                self.model.generator(self._noise(len(x)))
+        if self.model.encoder is not None:  # the encoder head is initialised on generated images (spec §2.5.3)
+            with torch.no_grad():
                 gen = self.model.generator(self._noise(len(x)))
-            if self.model.encoder is not None:
-                with data_dependent_init(self.model.encoder):
-                    self.model.encoder(gen)
+            with data_dependent_init(self.model.encoder):
+                self.model.encoder(gen)
         if not all(torch.isfinite(p).all() for p in self.model.parameters()):
             raise DataError("the data-dependent init batch produced non-finite weights; the training images "
                             "contain NaN/inf values. Check the dataset files (data.path).")
