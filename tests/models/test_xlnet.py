@@ -384,3 +384,20 @@ def test_no_grad_sdpa_path_equals_training_path():
         tol = 1e-10 if dtype == torch.float64 else 1e-5
         assert (train_path.logits - infer_path.logits).abs().max() < tol
         assert (train_path.hidden - infer_path.hidden).abs().max() < tol
+
+
+def test_bf16_autocast_close_to_fp32():
+    model = tiny(dtype=torch.float32, mem_len=4)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.05)
+    ids, perm, _, _, slots = two_half_example(12, 7)
+    args = dict(perm_mask=perm[None], target_mapping=slots.target_mapping[None],
+                memory=model.transformer.init_memory(1))
+    ref = model(ids[None], **args).logits
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = model(ids[None], **args)
+        loss = plm_loss(out.logits, slots.target[None], slots.target_mask[None])
+    loss.backward()
+    assert torch.isfinite(loss)
+    assert (out.logits.float() - ref).abs().max() < 2e-2 * ref.abs().max()
