@@ -7,7 +7,6 @@ Locked dropout draws one Bernoulli mask per sequence and feature and reuses it a
 
 from __future__ import annotations
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
