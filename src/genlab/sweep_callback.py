@@ -1,4 +1,5 @@
-"""Hydra callback for sweeps: record every trial's outcome and keep ``multirun_summary.json/md`` in the sweep dir.
+"""Hydra callback for runs and sweeps: record every trial's outcome, close its W&B run, plot its curves
+(``curves.png``), and keep ``multirun_summary.json/md`` in the sweep dir.
 
 Registered in conf/hydra/default.yaml as ``hydra.callbacks.sweep_summary``. The summary is rewritten after each
 trial, so an interrupted sweep still has one; trials that raised past train.py's own handler, or returned a
@@ -44,6 +45,16 @@ def _sweep_dir(config: DictConfig, output_dir: Path) -> Path:
     return output_dir.parent
 
 
+def _plot_curves(run_dir: Path) -> None:
+    """curves.png beside the CSV log: loss, learning rate and throughput, for a look without W&B."""
+    from genlab.report.plot import plot_run_curves
+
+    try:
+        plot_run_curves(run_dir)
+    except Exception as e:  # a plot must never fail a run
+        log.warning("could not plot the curves of %s: %s", run_dir, e)
+
+
 class SweepSummary(Callback):
     def __init__(self) -> None:
         self.sweep_dir: str | None = None  # as the trials saw it (re-resolving ${now:} later could differ)
@@ -61,6 +72,7 @@ class SweepSummary(Callback):
         from genlab.callbacks.wandb import finish_wandb
 
         finish_wandb(exit_code=1 if (failure or status == "failed") else 0)
+        _plot_curves(out)
         if str(hc.mode).endswith("MULTIRUN"):
             self.sweep_dir = str(_sweep_dir(config, out))
             self._write(self.sweep_dir)
