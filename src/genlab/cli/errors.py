@@ -35,10 +35,22 @@ def guarded(fn: Callable[[], Any], on_failure: Callable[[BaseException], None]) 
         if in_multirun():
             log.error("trial failed (%s: %s); the sweep continues", type(err).__name__, err)
             return math.nan
-        if isinstance(err, UserError):
-            print(f"error: {err}", file=sys.stderr)
+        user_error = find_user_error(err)
+        if user_error is not None:
+            print(f"error: {user_error}", file=sys.stderr)
             sys.exit(USER_ERROR_EXIT)
         raise
+
+
+def find_user_error(err: BaseException | None) -> UserError | None:
+    """The UserError behind ``err``: Hydra's instantiate and Lightning wrap what constructors and hooks raise."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, UserError):
+            return err
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return None
 
 
 def run_hydra_main(main: Callable[[], Any]) -> None:
