@@ -20,11 +20,13 @@ from genlab.nn.adaptive_embedding import AdaptiveEmbedding
 from genlab.nn.adaptive_softmax import ProjectedAdaptiveLogSoftmax
 from genlab.nn.positional import relative_positions, sinusoid_table
 from genlab.nn.relative_attention import (
+    ATTN_IMPLS,
     SAME_LENGTH_VARIANTS,
     AbsoluteAttention,
     RelPartialLearnableAttention,
     ShawRelativeAttention,
     attention_mask,
+    flex_block_mask,
 )
 
 ATTN_TYPES = ("rel", "shaw", "abs_sinusoid", "abs_learned")
@@ -98,6 +100,7 @@ class TransformerXL(nn.Module):
         proj_init_std: float = 0.01,
         ln_gain_noise: bool = True,
         max_len: int = 512,
+        attn_impl: str = "sdpa",
     ) -> None:
         super().__init__()
         cutoffs = list(cutoffs or [])
@@ -111,6 +114,11 @@ class TransformerXL(nn.Module):
             raise ConfigError(
                 f"model.same_length_variant={same_length_variant!r} is unknown; use one of {SAME_LENGTH_VARIANTS}"
             )
+        if attn_impl not in ATTN_IMPLS:
+            raise ConfigError(f"model.attn_impl={attn_impl!r} is unknown; use one of {ATTN_IMPLS}")
+        if attn_impl == "flex" and (attn_type != "rel" or dropatt > 0):
+            raise ConfigError(f"model.attn_impl=flex needs attn_type=rel and dropatt=0 (got {attn_type!r}, "
+                              f"{dropatt}); use model.attn_impl=sdpa")
         if len(tie_projs) > n_bins:
             raise ConfigError(f"model.tie_projs has {len(tie_projs)} entries but cutoffs give {n_bins} bins")
         if any(c >= vocab_size for c in cutoffs) or sorted(set(cutoffs)) != cutoffs:
@@ -120,7 +128,7 @@ class TransformerXL(nn.Module):
         self.vocab_size, self.n_layer, self.d_model = vocab_size, n_layer, d_model
         self.n_head, self.d_head = n_head, d_head
         self.d_embed = d_embed or d_model
-        self.attn_type = attn_type
+        self.attn_type, self.attn_impl = attn_type, attn_impl
         self.mem_len, self.ext_len, self.clamp_len = mem_len, ext_len, clamp_len
         self.same_length, self.same_length_variant, self.init_mem = same_length, same_length_variant, init_mem
         self.max_len = max_len
@@ -132,12 +140,13 @@ class TransformerXL(nn.Module):
         for _ in range(n_layer):
             if attn_type == "rel":
                 attn: nn.Module = RelPartialLearnableAttention(
-                    d_model, n_head, d_head, dropout, dropatt, pre_lnorm, ln_eps, own_biases=untie_r)
+                    d_model, n_head, d_head, dropout, dropatt, pre_lnorm, ln_eps, own_biases=untie_r,
+                    attn_impl=attn_impl)
             elif attn_type == "shaw":
                 attn = ShawRelativeAttention(d_model, n_head, d_head, max_len, dropout, dropatt, pre_lnorm,
-                                             ln_eps, bias_terms=shaw_bias_terms)
+                                             ln_eps, bias_terms=shaw_bias_terms, attn_impl=attn_impl)
             else:
-                attn = AbsoluteAttention(d_model, n_head, d_head, dropout, dropatt, pre_lnorm, ln_eps)
+                attn = AbsoluteAttention(d_model, n_head, d_head, dropout, dropatt, pre_lnorm, ln_eps, attn_impl)
             self.layers.append(TXLLayer(attn, PositionwiseFF(d_model, d_inner, dropout, pre_lnorm, ln_eps)))
         if attn_type == "rel" and not untie_r:  # u, v shared by every layer (official PyTorch code)
             self.u = nn.Parameter(torch.zeros(n_head, d_head))
@@ -229,6 +238,8 @@ class TransformerXL(nn.Module):
         hids: list[Tensor] = []
         if self.attn_type == "rel":
             r = self.drop(self.position_embeddings(klen, input_ids.device).to(act_dtype))  # once per forward
+            if self.attn_impl == "flex":
+                mask = flex_block_mask(mask)  # once per forward, shared by every layer
             core = self.drop(emb)
             for i, layer in enumerate(self.layers):
                 hids.append(core)

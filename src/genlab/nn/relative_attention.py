@@ -2,19 +2,27 @@
 
 Layout is batch-major: hidden states [B, T, d], scores [B, H, L, K] with L new queries and K = M_cur + L keys.
 Key j runs over the concatenation (j = 0 is the oldest memory slot); the distance of (i, j) is i + M_cur - j.
-All variants hand the final softmax to ``F.scaled_dot_product_attention`` with an additive fp32 bias that
-already holds the position terms and the mask, so the content term and the softmax stay fused.
+Three interchangeable implementations (``attn_impl``): ``sdpa`` (default) hands the final softmax to
+``F.scaled_dot_product_attention`` with an additive fp32 bias that already holds the position terms and the mask,
+so the content term and the softmax stay fused; ``flex`` (rel attention) uses FlexAttention with a ``score_mod``
+that reads the un-shifted position scores at the right distance (no rel_shift copy, no dense mask) and a block
+mask; ``naive`` writes the softmax out (the reference). Scores, masks and softmax are fp32 in every path.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex_attention
+
+from genlab.errors import ConfigError
 
 SAME_LENGTH_VARIANTS = ("tf", "pytorch")
+ATTN_IMPLS = ("sdpa", "flex", "naive")
 
 
 def rel_shift(x: Tensor) -> Tensor:
@@ -84,6 +92,70 @@ def _attend(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, dropatt: float, train
     return out.transpose(1, 2).reshape(b, l, h * dh)
 
 
+def _attend_naive(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, dropatt: float, training: bool) -> Tensor:
+    """The reference: explicit fp32 scores, softmax and dropout, then the weighted sum of values."""
+    out_dtype = v.dtype
+    with torch.autocast(q.device.type, enabled=False):
+        work = torch.promote_types(q.dtype, torch.float32)
+        q, k, v = q.to(work), k.to(work), v.to(work)
+        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(q.size(-1))
+        scores = scores.masked_fill(~bias, float("-inf")) if bias.dtype == torch.bool else scores + bias.to(work)
+        prob = F.dropout(scores.softmax(-1), dropatt, training)
+        out = torch.matmul(prob, v).to(out_dtype)
+    b, h, l, dh = out.shape
+    return out.transpose(1, 2).reshape(b, l, h * dh)
+
+
+def attend(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, dropatt: float, training: bool, impl: str) -> Tensor:
+    return (_attend_naive if impl == "naive" else _attend)(q, k, v, bias, dropatt, training)
+
+
+def flex_block_mask(blocked: Tensor) -> BlockMask:
+    """FlexAttention block mask from a boolean [L, K] ``attention_mask`` (True = blocked), built once per
+    forward: it covers causal, memory and same_length masks alike, and lets fully masked tiles be skipped."""
+    allowed = ~blocked
+    qlen, klen = blocked.shape
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        return allowed[q_idx, kv_idx]
+
+    return create_block_mask(mask_mod, None, None, qlen, klen, device=blocked.device)
+
+
+def _flex_attend(q: Tensor, k: Tensor, v: Tensor, pos: Tensor, block_mask: BlockMask) -> Tensor:
+    """softmax((q·k)/sqrt(dh) + pos[b, h, i, L-1-i+j]) v over the unmasked keys, in fp32.
+
+    ``pos`` holds the scaled position scores before the shift: column c is distance K-1-c, and query i meets
+    key j at distance i + (K-L) - j, i.e. column L-1-i+j (beyond K-1 only for masked future keys: clamped).
+    """
+    out_dtype = v.dtype
+    qlen, klen = q.size(2), k.size(2)
+    with torch.autocast(q.device.type, enabled=False):
+        work = torch.promote_types(q.dtype, torch.float32)
+        q, k, v, pos = q.to(work), k.to(work), v.to(work), pos.to(work)
+
+        def score_mod(score, b, h, q_idx, kv_idx):
+            col = torch.clamp(qlen - 1 - q_idx + kv_idx, max=klen - 1)
+            return score + pos[b, h, q_idx, col]
+
+        out = _flex()(q, k, v, score_mod=score_mod, block_mask=block_mask).to(out_dtype)
+    b, h, l, dh = out.shape
+    return out.transpose(1, 2).reshape(b, l, h * dh)
+
+
+def _flex():
+    """Compiled FlexAttention on accelerators (the fused kernel); the eager, unfused version on CPU and inside an
+    enclosing ``torch.compile`` (e.g. ``compile_blocks``), which fuses it there."""
+    if torch.cuda.is_available() and not torch.compiler.is_compiling():
+        return _compiled_flex()
+    return flex_attention
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled_flex():
+    return torch.compile(flex_attention, dynamic=False)
+
+
 def _masked_bias(pos_scores: Tensor, mask: Tensor) -> Tensor:
     """Additive bias in at least fp32 (fp64 stays fp64): the position scores with -inf where ``mask`` blocks."""
     dtype = torch.promote_types(pos_scores.dtype, torch.float32)
@@ -94,8 +166,11 @@ class _AttentionBlock(nn.Module):
     """Shared parts: fused q|k|v projection (no bias), output projection, residual + LayerNorm (post or pre)."""
 
     def __init__(self, d_model: int, n_head: int, d_head: int, dropout: float, dropatt: float,
-                 pre_lnorm: bool, ln_eps: float) -> None:
+                 pre_lnorm: bool, ln_eps: float, attn_impl: str = "sdpa") -> None:
         super().__init__()
+        if attn_impl not in ATTN_IMPLS:
+            raise ValueError(f"attn_impl must be one of {ATTN_IMPLS}, got {attn_impl!r}")
+        self.attn_impl = attn_impl
         self.n_head, self.d_head = n_head, d_head
         self.scale = 1.0 / math.sqrt(d_head)
         self.dropatt = dropatt
@@ -126,8 +201,9 @@ class RelPartialLearnableAttention(_AttentionBlock):
     """
 
     def __init__(self, d_model: int, n_head: int, d_head: int, dropout: float = 0.0, dropatt: float = 0.0,
-                 pre_lnorm: bool = False, ln_eps: float = 1e-5, own_biases: bool = False) -> None:
-        super().__init__(d_model, n_head, d_head, dropout, dropatt, pre_lnorm, ln_eps)
+                 pre_lnorm: bool = False, ln_eps: float = 1e-5, own_biases: bool = False,
+                 attn_impl: str = "sdpa") -> None:
+        super().__init__(d_model, n_head, d_head, dropout, dropatt, pre_lnorm, ln_eps, attn_impl)
         self.r_net = nn.Linear(d_model, n_head * d_head, bias=False)
         if own_biases:
             self.u = nn.Parameter(torch.zeros(n_head, d_head))
@@ -135,20 +211,35 @@ class RelPartialLearnableAttention(_AttentionBlock):
         else:
             self.u = self.v = None
 
-    def _position_scores(self, q: Tensor, r: Tensor, v: Tensor) -> Tensor:
-        """Scaled (b)+(d) terms: rel_shift((q+v)·W_{k,R} R^T), one matmul over the K distinct distances."""
+    def _unshifted_position_scores(self, q: Tensor, r: Tensor, v: Tensor) -> Tensor:
+        """Scaled (b)+(d) terms per (query, distance): (q+v)·W_{k,R} R^T, one matmul over the K distances."""
         rk = self.r_net(r).view(-1, self.n_head, self.d_head).transpose(0, 1)  # [H, K, dh]
-        return rel_shift(torch.matmul(q + v[:, None, :], rk.transpose(-1, -2))) * self.scale
+        return torch.matmul(q + v[:, None, :], rk.transpose(-1, -2)) * self.scale
 
-    def forward(self, h: Tensor, r: Tensor, mask: Tensor, mem: Tensor | None = None,
+    def _position_scores(self, q: Tensor, r: Tensor, v: Tensor) -> Tensor:
+        """The same, shifted to (query, key) columns: rel_shift((q+v)·W_{k,R} R^T)."""
+        return rel_shift(self._unshifted_position_scores(q, r, v))
+
+    def forward(self, h: Tensor, r: Tensor, mask: Tensor | BlockMask, mem: Tensor | None = None,
                 u: Tensor | None = None, v: Tensor | None = None) -> Tensor:
-        """h [B, L, d]; r [K, d] position embeddings (distances K-1..0); mask [L, K] bool; mem [B, M_cur, d]."""
+        """h [B, L, d]; r [K, d] position embeddings (distances K-1..0); mask [L, K] bool (or, for
+        ``attn_impl="flex"``, its ``flex_block_mask``); mem [B, M_cur, d]."""
         u = self.u if self.u is not None else u
         v = self.v if self.v is not None else v
         q, k, val = self._project(h, mem)  # [B, H, L|K, dh]
+        if self.attn_impl == "flex":
+            if self.training and self.dropatt > 0:
+                raise ValueError("attn_impl='flex' has no attention dropout; set dropatt=0 or use attn_impl='sdpa'")
+            if h.device.type == "cpu" and torch.is_grad_enabled() and h.requires_grad:
+                raise ConfigError("model.attn_impl=flex: PyTorch's FlexAttention has no backward on CPU; train "
+                                  "on CPU with model.attn_impl=sdpa (flex still runs for evaluation)")
+            block_mask = mask if isinstance(mask, BlockMask) else flex_block_mask(mask)
+            pos = self._unshifted_position_scores(q, r, v)
+            return self._finish(h, _flex_attend(q + u[:, None, :], k, val, pos, block_mask))
         bias = _masked_bias(self._position_scores(q, r, v), mask)
         # SDPA scales (q+u)·k by 1/sqrt(dh); bd was scaled above, so the sum is scaled once (spec §2.3).
-        return self._finish(h, _attend(q + u[:, None, :], k, val, bias, self.dropatt, self.training))
+        return self._finish(h, attend(q + u[:, None, :], k, val, bias, self.dropatt, self.training,
+                                      self.attn_impl))
 
     def scores(self, h: Tensor, r: Tensor, mask: Tensor, mem: Tensor | None = None,
                u: Tensor | None = None, v: Tensor | None = None) -> Tensor:
@@ -173,8 +264,10 @@ class ShawRelativeAttention(_AttentionBlock):
 
     def __init__(self, d_model: int, n_head: int, d_head: int, max_len: int, dropout: float = 0.0,
                  dropatt: float = 0.0, pre_lnorm: bool = False, ln_eps: float = 1e-5,
-                 bias_terms: bool = True) -> None:
-        super().__init__(d_model, n_head, d_head, dropout, dropatt, pre_lnorm, ln_eps)
+                 bias_terms: bool = True, attn_impl: str = "sdpa") -> None:
+        if attn_impl == "flex":
+            raise ValueError("attn_impl='flex' is implemented for attn_type='rel' only; use 'sdpa' or 'naive'")
+        super().__init__(d_model, n_head, d_head, dropout, dropatt, pre_lnorm, ln_eps, attn_impl)
         self.max_len = max_len
         self.r_emb = nn.Parameter(torch.zeros(max_len, n_head, d_head))
         if bias_terms:
@@ -196,12 +289,18 @@ class ShawRelativeAttention(_AttentionBlock):
         bd = rel_shift(bd) * self.scale
         bias = _masked_bias(bd, mask)
         q_c = q if self.u is None else q + self.u[:, None, :]
-        return self._finish(h, _attend(q_c, k, val, bias, self.dropatt, self.training))
+        return self._finish(h, attend(q_c, k, val, bias, self.dropatt, self.training, self.attn_impl))
 
 
 class AbsoluteAttention(_AttentionBlock):
     """Plain dot-product attention over [mem; h] (attn_types ``abs_sinusoid`` and ``abs_learned``)."""
 
+    def __init__(self, d_model: int, n_head: int, d_head: int, dropout: float = 0.0, dropatt: float = 0.0,
+                 pre_lnorm: bool = False, ln_eps: float = 1e-5, attn_impl: str = "sdpa") -> None:
+        if attn_impl == "flex":
+            raise ValueError("attn_impl='flex' is implemented for attn_type='rel' only; use 'sdpa' or 'naive'")
+        super().__init__(d_model, n_head, d_head, dropout, dropatt, pre_lnorm, ln_eps, attn_impl)
+
     def forward(self, h: Tensor, mask: Tensor, mem: Tensor | None = None) -> Tensor:
         q, k, val = self._project(h, mem)
-        return self._finish(h, _attend(q, k, val, ~mask, self.dropatt, self.training))
+        return self._finish(h, attend(q, k, val, ~mask, self.dropatt, self.training, self.attn_impl))
