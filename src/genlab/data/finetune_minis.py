@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import copyreg
 import io
+import json
 import pickle
 import re
 import zlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -115,3 +117,58 @@ SST2_MINI = DatasetSpec("glue_sst2_mini", ("train.tsv", "dev.tsv", "test.tsv"), 
                         notes="SST-2 layout from gensim pang_lee_polarity.cor (human labels)")
 IMDB_MINI = DatasetSpec("imdb_mini", ("imdb.vocab",), build_mini=build_imdb_mini,
                         notes="aclImdb layout from gensim mini_newsgroup (human newsgroup labels)")
+
+
+# ------------------------------------------------------------------------------------------------ SQuAD cloze
+def _cloze(paragraph: str) -> tuple[str, str, int] | None:
+    """(question, answer, answer_start): a sentence of the paragraph with its longest word blanked as ``_``."""
+    from genlab.data.pretrain_corpus import split_sentences
+
+    for sentence in split_sentences(paragraph):
+        words = [w for w in re.findall(r"[A-Za-z]{5,}", sentence)]
+        if len(sentence.split()) < 8 or not words:
+            continue
+        answer = max(words, key=len)
+        at = re.search(rf"\b{answer}\b", sentence)
+        if at is None:
+            continue
+        start = paragraph.find(sentence) + at.start()
+        return sentence[:at.start()] + "_" + sentence[at.end():], answer, start
+    return None
+
+
+def squad_cloze_data(n_paragraphs: int = 600, with_impossible: bool = True) -> tuple[list[dict], list[dict]]:
+    """(train ``data``, dev ``data``) in the SQuAD JSON layout. Labels are GENERATED (cloze): the question is a
+    sentence of the Wikipedia paragraph with one word blanked; the answer is that word at its offset. With
+    ``with_impossible`` every third question is attached to another paragraph instead (``is_impossible``)."""
+    from genlab.data.wiki_excerpt import excerpt_articles
+
+    paras = [p for a in excerpt_articles() for p in a.paragraphs() if 150 < len(p) < 700][:n_paragraphs]
+    items = [(p, c) for p in paras if (c := _cloze(p)) is not None]
+    train, dev = [], []
+    for i, (para, (question, answer, start)) in enumerate(items):
+        qa: dict[str, Any] = {"id": f"cloze{i:05d}", "question": question}
+        context = para
+        if with_impossible and i % 3 == 2:
+            context = items[(i + len(items) // 2) % len(items)][0]
+            qa.update(answers=[], is_impossible=True, plausible_answers=[{"text": answer, "answer_start": start}])
+        else:
+            qa.update(answers=[{"text": answer, "answer_start": start}])
+            if with_impossible:
+                qa["is_impossible"] = False
+        (dev if i % 5 == 0 else train).append({"title": f"cloze{i}", "paragraphs": [{"context": context, "qas": [qa]}]})
+    return train, dev
+
+
+def build_squad_mini(root: Path, version: str) -> None:
+    train, dev = squad_cloze_data(with_impossible=version == "2.0")
+    for name, data in (("train", train), ("dev", dev)):
+        (root / f"{name}-v{version}.json").write_text(json.dumps({"version": version, "data": data}), encoding="utf-8")
+
+
+SQUAD1_MINI = DatasetSpec("squad1_cloze_mini", ("train-v1.1.json", "dev-v1.1.json"),
+                          build_mini=lambda root: build_squad_mini(root, "1.1"),
+                          notes="SQuAD 1.1 layout, cloze questions GENERATED from the gensim Wikipedia excerpt")
+SQUAD2_MINI = DatasetSpec("squad2_cloze_mini", ("train-v2.0.json", "dev-v2.0.json"),
+                          build_mini=lambda root: build_squad_mini(root, "2.0"),
+                          notes="SQuAD 2.0 layout, cloze questions GENERATED; every third unanswerable")
