@@ -215,3 +215,41 @@ def test_plm_with_nsp_head_trains(mini_cache):
     loss, _ = task._objective(batch, train=True)
     loss.backward()
     assert task.nsp_head.logits_proj.weight.grad.abs().sum() > 0
+
+
+def test_resume_mid_pass_equals_an_uninterrupted_run(tmp_path):
+    """Checkpoint at step 3 of 6 holds weights, optimiser, schedule, XLNet memory and the (pass, step) position."""
+    from pytorch_lightning.callbacks import ModelCheckpoint
+
+    from genlab.data.pretrain_datamodule import PretrainDataModule
+
+    rng = np.random.default_rng(0)
+    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
+    (tmp_path / "corpus" / "train").mkdir(parents=True)
+    text = "\n\n".join("\n".join(" ".join(rng.choice(words, 6)) + "." for _ in range(4)) for _ in range(150))
+    (tmp_path / "corpus" / "train" / "a.txt").write_text(text)
+
+    def run(steps, ckpt=None, save=None):
+        pl.seed_everything(0)
+        dm = PretrainDataModule(objective="plm", corpus="text", path=str(tmp_path / "corpus"),
+                                cache_dir=str(tmp_path / "cache"), train_glob="train/*.txt", valid_glob=None,
+                                vocab_size=60, batch_size=4, seq_len=32, reuse_len=16, perm_size=16, num_predict=5)
+        dm.prepare_data()
+        dm.setup("fit")
+        model = XLNetLMHeadModel(dm.model_overrides()["vocab_size"], n_layer=1, d_model=32, n_head=2, d_head=16,
+                                 d_inner=64, dropout=0.0, dropatt=0.0, mem_len=24, bi_data=True)
+        task = PermutationLMTask(model, _opt(), _sched(6), reuse_len=16)
+        cbs = [ModelCheckpoint(dirpath=save, every_n_train_steps=3, save_top_k=-1)] if save else []
+        trainer = pl.Trainer(max_steps=steps, logger=False, enable_checkpointing=bool(save), accelerator="cpu",
+                             enable_progress_bar=False, enable_model_summary=False, callbacks=cbs,
+                             limit_val_batches=0, deterministic=True)
+        trainer.fit(task, dm, ckpt_path=ckpt)
+        return task
+
+    full = run(6, save=str(tmp_path / "ckpt"))
+    ckpt = next(p for p in (tmp_path / "ckpt").iterdir() if "step=3" in p.name)
+    resumed = run(6, ckpt=str(ckpt))
+    for (name, a), (_, b) in zip(full.named_parameters(), resumed.named_parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
+    for a, b in zip(full._train_memory, resumed._train_memory):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)

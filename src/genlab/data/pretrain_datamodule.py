@@ -7,11 +7,11 @@ and every random choice is keyed on (seed, pass, step, row), so a resumed run re
 Batch keys (all ``torch.long`` unless noted):
 
 * ``plm``: input_ids, token_type_ids [B,T]; perm_mask [B,T,T] float (1 = cannot attend); target_mapping [B,P,T]
-  float; target [B,P]; target_mask [B,P] float; is_target [B,T] bool; nsp_label [B]; step (int).
+  float; target [B,P]; target_mask [B,P] float; is_target [B,T] bool; nsp_label [B]; pass, step (int).
 * ``dae``: input_ids (corrupted), token_type_ids, perm_mask (reuse/non-reuse block only), labels [B,T]
-  (-100 = not selected), nsp_label, step.
+  (-100 = not selected), nsp_label, pass, step.
 * ``mlm``: input_ids (corrupted, ``<cls> A <sep> B <sep>``), token_type_ids, attention_mask [B,T], labels [B,T],
-  nsp_label, step.
+  nsp_label, pass, step.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class PretrainBatches(Dataset):
         pass_idx, step = item if isinstance(item, tuple) else (0, item)
         build = {"plm": self._plm, "dae": self._dae, "mlm": self._mlm}[self.objective]
         batch = build(pass_idx, step)
-        batch["step"] = step
+        batch["pass"], batch["step"] = pass_idx, step
         return batch
 
     # -- XLNet-style examples ----------------------------------------------------------------------------------
@@ -199,6 +199,7 @@ class PretrainDataModule(pl.LightningDataModule):
         self.corpus: PretrainCorpus | None = None
         self._sampler: PassSampler | None = None
         self._resume: tuple[int, int] | None = None
+        self._next: tuple[int, int] | None = None  # (pass, step) of the next training batch
 
     def prepare_data(self) -> None:
         load_pretrain_corpus(**self.corpus_args)
@@ -234,7 +235,8 @@ class PretrainDataModule(pl.LightningDataModule):
         data = self.batches("train")
         self._sampler = PassSampler(len(data))
         if self._resume is not None:
-            self._sampler.pass_idx, self._sampler.start = self._resume
+            p, step = self._resume
+            self._sampler.pass_idx, self._sampler.start = (p, step) if step < len(data) else (p + 1, 0)
             self._resume = None
         return self._loader(data, self._sampler)
 
@@ -247,13 +249,15 @@ class PretrainDataModule(pl.LightningDataModule):
     def test_dataloader(self) -> DataLoader | list:
         return self.val_dataloader()
 
-    # -- resume at the same pass and step ---------------------------------------------------------------------
+    # -- resume at the same pass and step: counted when a training batch is really consumed (after prefetch) ---
+    def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        if self.trainer is not None and self.trainer.training and "pass" in batch:
+            self._next = (int(batch["pass"]), int(batch["step"]) + 1)
+        return batch
+
     def state_dict(self) -> dict[str, Any]:
-        if self._sampler is None or self.trainer is None:
-            return {}
-        done = self.trainer.fit_loop.epoch_loop.batch_progress.current.completed
-        return {"pass": max(0, self._sampler.pass_idx - 1), "step": int(done)}
+        return {"pass": self._next[0], "step": self._next[1]} if self._next is not None else {}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state:
-            self._resume = (state["pass"], state["step"])
+            self._resume = (int(state["pass"]), int(state["step"]))
