@@ -97,6 +97,7 @@ def build_table(
     ``metric`` defaults to the runs' monitor. A key may be any override or config key (dotted), or ``experiment``.
     """
     cols = list(cols or [])
+    aggregate = {"mean": "mean_std", "mean+-std": "mean_std"}.get(aggregate, aggregate)
     if aggregate not in AGGREGATES:
         raise ReportError(f"--agg {aggregate!r} is not one of {AGGREGATES}")
     if not runs:
