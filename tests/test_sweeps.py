@@ -50,12 +50,13 @@ TOY_CONF = textwrap.dedent(
     f"""
     defaults:
       - _self_
+      - experiment: toy_mini
       - hparams_search: null
     hydra:
       searchpath: [file://{ROOT / "conf"}]
       run: {{dir: "${{paths.log_dir}}/${{name}}/run"}}
       sweep: {{dir: "${{paths.log_dir}}/${{name}}/multirun", subdir: "${{hydra.job.override_dirname}}"}}
-      job: {{chdir: false, config: {{override_dirname: {{exclude_keys: [hparams_search]}}}}}}
+      job: {{chdir: false, config: {{override_dirname: {{exclude_keys: [experiment, hparams_search]}}}}}}
     name: toy_mini
     paths: {{log_dir: "${{oc.env:GENLAB_LOGS}}"}}
     seed: 1
@@ -75,6 +76,8 @@ def _env(tmp_path: Path) -> dict[str, str]:
 def toy(tmp_path):
     (tmp_path / "conf").mkdir()
     (tmp_path / "conf" / "toy.yaml").write_text(TOY_CONF)
+    (tmp_path / "conf" / "experiment").mkdir()
+    (tmp_path / "conf" / "experiment" / "toy_mini.yaml").write_text("# @package _global_\nmodel: {width: 8}\n")
     (tmp_path / "toy_app.py").write_text(TOY_APP)
 
     def run(*args: str, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -154,3 +157,59 @@ def test_optuna_study_resumes_after_interruption(toy, tmp_path):
 
     again = toy(*args)  # budget spent: nothing more runs
     assert again.returncode == 0 and len(load().trials) == 5
+
+
+# Fields of hydra-submitit-launcher 1.2's SlurmQueueConf / LocalQueueConf (the plugin is optional: genlab[slurm]).
+SUBMITIT_SLURM = {"submitit_folder", "timeout_min", "cpus_per_task", "gpus_per_node", "tasks_per_node", "mem_gb",
+                  "nodes", "name", "stderr_to_stdout", "partition", "qos", "comment", "constraint", "exclude", "gres",
+                  "cpus_per_gpu", "gpus_per_task", "mem_per_gpu", "mem_per_cpu", "account", "signal_delay_s",
+                  "max_num_timeout", "additional_parameters", "array_parallelism", "setup", "srun_args"}
+SUBMITIT_LOCAL = {"submitit_folder", "timeout_min", "cpus_per_task", "gpus_per_node", "tasks_per_node", "mem_gb",
+                  "nodes", "name"}
+
+
+@pytest.mark.parametrize("preset,fields", [("slurm", SUBMITIT_SLURM), ("local", SUBMITIT_LOCAL)])
+def test_launcher_presets_use_submitit_fields_and_real_trainer_keys(preset, fields):
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.load(ROOT / "conf" / "launcher" / f"{preset}.yaml")
+    assert {"override /hydra/launcher": f"submitit_{preset}"} in list(cfg.defaults)
+    unknown = set(cfg.hydra.launcher) - fields
+    assert not unknown, f"conf/launcher/{preset}.yaml sets keys submitit does not have: {unknown}"
+    trainer = OmegaConf.load(ROOT / "conf" / "trainer" / "default.yaml")
+    assert set(cfg.get("trainer", {})) <= set(trainer)
+
+
+# ---- train.py itself (minutes on a shared 2-core machine: slow) ------------------------------------------------
+
+TINY = ["model.n_layer=1", "model.d_model=32", "model.n_head=2", "model.d_head=16", "model.d_inner=64",
+        "data.eval_batch_size=4", "logger=csv", "trainer.enable_progress_bar=false", "trainer.max_steps=2",
+        "trainer.val_check_interval=2", "trainer.limit_val_batches=1", "trainer.limit_test_batches=1"]
+
+
+def _train(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "train.py"), *args], cwd=tmp_path, env=_env(tmp_path),
+                          capture_output=True, text=True, timeout=3600)
+
+
+@pytest.mark.slow
+def test_train_py_multirun_2x2x2_seeds_with_a_failed_trial_and_report(tmp_path):
+    sweep = tmp_path / "sweep"
+    result = _train(
+        tmp_path, "-m", "experiment=txl_mini", *TINY, CALLBACK, f"hydra.sweep.dir={sweep}",
+        "model.dropout=0.0,0.1", "data.batch_size=4,8", "seed=1,2",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    s = json.loads((sweep / "multirun_summary.json").read_text())
+    assert (s["n_trials"], s["n_finished"]) == (8, 8)
+    rep = _report(str(sweep), "--rows", "model.dropout", "--cols", "data.batch_size", "--metric", "test/ppl",
+                  cwd=tmp_path)
+    assert rep.returncode == 0, rep.stderr
+    md = (sweep / "table.md").read_text()
+    assert md.count("\n| 0.") == 2 and "data.batch_size=4" in md and (sweep / "table.png").exists()
+
+    failing = _train(tmp_path, "-m", "experiment=txl_mini", *TINY, CALLBACK, f"hydra.sweep.dir={tmp_path / 'bad'}",
+                     "data.batch_size=4,0")
+    assert failing.returncode == 0, failing.stderr[-3000:]  # the failed trial did not stop the sweep
+    s = json.loads((tmp_path / "bad" / "multirun_summary.json").read_text())
+    assert (s["n_finished"], s["n_failed"]) == (1, 1)
