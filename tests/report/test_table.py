@@ -171,3 +171,24 @@ def test_summary_lists_each_trial_with_status(sweep):
     md = (sweep / "multirun_summary.md").read_text()
     assert "| 8 | `model.d=8 model.layers=2 seed=9` | failed |" in md and "out of memory" in md
     assert "`model.d=16 seed=3` | incomplete" in md
+
+
+def test_wandb_group_needs_a_login_and_says_so(tmp_path, monkeypatch, capsys):
+    for k in ("WANDB_API_KEY", "WANDB_BASE_URL"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "no_netrc"))
+    assert report_main(["--wandb-group", "txl_mini-multirun_x", "--rows", "model.d"]) == 2
+    assert "wandb login" in capsys.readouterr().err
+
+
+def test_run_curves_png_from_the_csv_log(tmp_path):
+    from genlab.report.plot import plot_run_curves
+
+    log = tmp_path / "csv" / "metrics.csv"
+    log.parent.mkdir()
+    rows = ["epoch,step,train/loss,lr-Adam,train/tokens_per_sec,valid/loss"]
+    rows += [f"0,{s},{5 - s * 0.1},{1e-3 * s / 10},{1000 + s},{'' if s % 5 else 4.0}" for s in range(1, 11)]
+    log.write_text("\n".join(rows) + "\n")
+    out = plot_run_curves(tmp_path)
+    assert out == tmp_path / "curves.png" and out.stat().st_size > 1000
+    assert plot_run_curves(tmp_path / "nothing") is None
