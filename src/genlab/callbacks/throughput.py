@@ -7,6 +7,8 @@ measured once on this machine; never from one hard-coded GPU.
 
 from __future__ import annotations
 
+import resource
+import sys
 import time
 from functools import lru_cache
 
@@ -52,6 +54,14 @@ def peak_flops(device: torch.device, precision: str) -> float:
     return measured_gemm_flops(str(device) if device.type == "cuda" else "cpu")
 
 
+def peak_memory_mb(device: torch.device) -> float:
+    """Peak memory of this process in MiB: allocated tensors on a GPU (since the last reset), resident set on CPU."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / 2**20 if sys.platform == "darwin" else rss / 2**10  # bytes on macOS, KiB on Linux
+
+
 def count_tokens(batch) -> tuple[int, int]:
     """(tokens, samples) of a batch from tensor shapes only (no device sync)."""
     if isinstance(batch, dict):
@@ -68,8 +78,9 @@ def count_tokens(batch) -> tuple[int, int]:
 
 
 class ThroughputMonitor(pl.Callback):
-    """Every ``window`` steps logs ``perf/tokens_per_s``, ``perf/samples_per_s``, ``perf/step_time_s`` and
-    ``perf/mfu`` (training FLOPs ~ 6 x parameters per token unless the model defines ``flops_per_token()``)."""
+    """Every ``window`` steps logs ``perf/tokens_per_s``, ``perf/samples_per_s``, ``perf/step_time_s``,
+    ``perf/peak_mem_mb`` and ``perf/mfu`` (training FLOPs ~ 6 x parameters per token unless the model defines
+    ``flops_per_token()``)."""
 
     def __init__(self, window: int = 20):
         self.window = window
@@ -105,8 +116,11 @@ class ThroughputMonitor(pl.Callback):
             "perf/tokens_per_s": tokens_per_s,
             "perf/samples_per_s": self._samples / elapsed,
             "perf/step_time_s": elapsed / self._steps,
+            "perf/peak_mem_mb": peak_memory_mb(pl_module.device),
         }
         if self._peak > 0 and self._flops_per_token > 0:
             metrics["perf/mfu"] = tokens_per_s * self._flops_per_token / self._peak
         pl_module.log_dict(metrics, on_step=True, on_epoch=False, rank_zero_only=True)
+        if pl_module.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(pl_module.device)
         self._start, self._tokens, self._samples, self._steps = time.perf_counter(), 0, 0, 0
