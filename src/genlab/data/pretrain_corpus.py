@@ -110,7 +110,8 @@ def corpus_root(path: str | None, experiment_hint: str = "") -> Path:
     if not path:
         raise DataError(
             f"data.path is not set: this preset {experiment_hint}pretrains on your own corpus. {FORMAT_HELP} "
-            "Point at it with data.path=/your/corpus (and data.train_glob= if the shards are not *.txt), "
+            "Point at it with data.path=/your/corpus (shards in train/ and valid/ by default; change with "
+            "data.train_glob= and data.valid_glob=), "
             "or try the offline stand-in with data=pretrain_mini."
         )
     root = Path(path).expanduser()
