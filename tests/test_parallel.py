@@ -213,5 +213,52 @@ def test_fsdp_strategy_defaults_to_pure_data_parallel():
     assert FSDP2Strategy(param_dtype=None).parallelize_options("bf16-mixed")["param_dtype"] is None
 
 
+def test_xlnet_needs_only_a_block_classes_attribute(monkeypatch):
+    """The one-line change proposed for XLNetModel (``block_classes = (XLNetLayer,)``): its layers are then
+    found, and activation checkpointing them keeps the two-stream outputs and gradients."""
+    from genlab.models.xlnet import XLNetLayer, XLNetLMHeadModel, XLNetModel
+
+    def build():
+        torch.manual_seed(0)
+        return XLNetLMHeadModel(VOCAB, n_layer=2, d_model=32, n_head=2, d_head=16, d_inner=64, dropout=0.0,
+                                dropatt=0.0).double()
+
+    with pytest.raises(ConfigError):
+        find_blocks(build())  # as it is today
+    monkeypatch.setattr(XLNetModel, "block_classes", (XLNetLayer,), raising=False)
+    ref, ckpt = build(), build()
+    assert len(find_blocks(ckpt)) == 2
+    parallelize(ckpt, None, activation_checkpointing=True)
+    g = torch.Generator().manual_seed(5)
+    ids = torch.randint(0, VOCAB, (2, 6), generator=g)
+    perm = torch.rand(2, 6, 6, generator=g).lt(0.5).double()
+    mapping = torch.eye(6, dtype=torch.float64)[None, :2].expand(2, -1, -1)
+    for model in (ref, ckpt):
+        model(ids, perm_mask=perm, target_mapping=mapping).logits.square().mean().backward()
+    for (name, p), q in zip(ref.named_parameters(), ckpt.parameters()):
+        torch.testing.assert_close(q.grad, p.grad, msg=name)
+
+
+def test_compile_blocks_compiles_each_block_in_place():
+    task = make_task()
+    keys = set(task.model.state_dict())
+    parallelize(task.model, None, compile_blocks=True)
+    assert all(layer._compiled_call_impl is not None for layer in task.model.layers)
+    assert task.model._compiled_call_impl is None  # regional: the root stays eager
+    assert set(task.model.state_dict()) == keys  # no _orig_mod prefixes: checkpoints stay portable
+
+
+@pytest.mark.parametrize("name,cls", [("fsdp", "FSDP2Strategy"), ("fsdp1", "FSDPStrategy")])
+def test_strategy_presets_compose_and_build(name, cls, compose_cfg):
+    from hydra.utils import instantiate
+
+    from genlab.cli.validate import validate_config
+
+    cfg = compose_cfg(["experiment=txl_mini", f"strategy={name}"])
+    validate_config(cfg)
+    strategy = instantiate(cfg.trainer.strategy)
+    assert type(strategy).__name__ == cls
+
+
 if __name__ == "__main__" and sys.argv[1] == "worker":
     worker(Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] if len(sys.argv) > 5 else None)
