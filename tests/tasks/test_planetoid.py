@@ -178,7 +178,7 @@ def test_synthetic_sbm_planetoid_t_beats_feat(tmp_path):  # check 19
     assert np.mean(gains) >= 0.1, gains
 
 
-@pytest.mark.slow  # ~30 s on an idle core; keeps this file within the CI budget
+@pytest.mark.slow  # 100 s measured on the shared, loaded 2-core machine; keeps this file in the CI budget
 def test_synthetic_sbm_planetoid_i_not_worse_than_feat(tmp_path):  # check 19 (inductive expectation)
     gaps = []
     for seed in (1, 2, 3):
