@@ -184,7 +184,9 @@ def test_launcher_presets_use_submitit_fields_and_real_trainer_keys(preset, fiel
 
 TINY = ["model.n_layer=1", "model.d_model=32", "model.n_head=2", "model.d_head=16", "model.d_inner=64",
         "data.eval_batch_size=4", "logger=csv", "trainer.enable_progress_bar=false", "trainer.max_steps=2",
-        "trainer.val_check_interval=2", "trainer.limit_val_batches=1", "trainer.limit_test_batches=1"]
+        "trainer.val_check_interval=2", "trainer.limit_val_batches=1", "trainer.limit_test_batches=1",
+        # the fixed overrides above would make override-named trial dirs longer than a file name may be
+        "hydra.sweep.subdir=trial_${hydra.job.num}"]
 
 
 def _train(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
