@@ -179,8 +179,17 @@ def _summary_markdown(s: dict[str, Any]) -> str:
         "| # | overrides | status | monitor | value | error |",
         "|---|---|---|---|---|---|",
     ]
+    # Show what varies between trials; the JSON keeps every override.
+    values: dict[str, set] = {}
     for t in s["trials"]:
-        ov = " ".join(f"{k}={v}" for k, v in t["overrides"].items() if k != "experiment") or "(none)"
+        for k in t["overrides"]:
+            values.setdefault(k, set()).add(t["overrides"][k])
+    fixed = {k for k, v in values.items() if len(v) == 1 and all(k in t["overrides"] for t in s["trials"])}
+    if len(s["trials"]) < 2:
+        fixed = set()
+    for t in s["trials"]:
+        shown = {k: v for k, v in t["overrides"].items() if k != "experiment" and k not in fixed}
+        ov = " ".join(f"{k}={v}" for k, v in shown.items()) or "(none)"
         value = "" if t["monitor_value"] is None else f"{t['monitor_value']:.4g}"
         err = (t["error"] or "").replace("|", "\\|").replace("\n", " ")[:120]
         num = "" if t["job_num"] is None else t["job_num"]
