@@ -172,3 +172,37 @@ SQUAD1_MINI = DatasetSpec("squad1_cloze_mini", ("train-v1.1.json", "dev-v1.1.jso
 SQUAD2_MINI = DatasetSpec("squad2_cloze_mini", ("train-v2.0.json", "dev-v2.0.json"),
                           build_mini=lambda root: build_squad_mini(root, "2.0"),
                           notes="SQuAD 2.0 layout, cloze questions GENERATED; every third unanswerable")
+
+
+# ------------------------------------------------------------------------------------------------ RACE cloze
+def build_race_mini(root: Path, n_paragraphs: int = 500) -> None:
+    """RACE folder/JSON layout with GENERATED labels: article = a Wikipedia paragraph, question = one of its
+    sentences with the longest word blanked, options = that word + 3 other long words of the article (answer
+    letter rotates A-D). Paragraphs under 400 characters go to ``middle``, longer ones to ``high``."""
+    from genlab.data.wiki_excerpt import excerpt_articles
+
+    paras = [p for a in excerpt_articles() for p in a.paragraphs() if 200 < len(p) < 900][:n_paragraphs]
+    for i, para in enumerate(paras):
+        cloze = _cloze(para)
+        if cloze is None:
+            continue
+        question, answer, _ = cloze
+        others = sorted({w for w in re.findall(r"[A-Za-z]{5,}", para) if w.lower() != answer.lower()},
+                        key=lambda w: (-len(w), w))[:3]
+        if len(others) < 3:
+            continue
+        k = i % 4
+        options = others[:k] + [answer] + others[k:]
+        split = "dev" if i % 10 == 0 else "test" if i % 10 == 1 else "train"
+        level = "middle" if len(para) < 400 else "high"
+        folder = root / split / level
+        folder.mkdir(parents=True, exist_ok=True)
+        obj = {"article": para, "questions": [question], "options": [options], "answers": ["ABCD"[k]],
+               "id": f"{level}{i}.txt"}
+        (folder / f"{i}.txt").write_text(json.dumps(obj), encoding="utf-8")
+    (root / "README.mini").write_text("Generated cloze RACE mini from the gensim Wikipedia excerpt; labels are "
+                                      "generated, not human.\n", encoding="utf-8")
+
+
+RACE_MINI = DatasetSpec("race_cloze_mini", ("README.mini",), build_mini=build_race_mini,
+                        notes="RACE layout, cloze questions GENERATED from the gensim Wikipedia excerpt")

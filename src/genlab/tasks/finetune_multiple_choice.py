@@ -1,0 +1,62 @@
+"""Multiple-choice finetuning (RACE, spec xlnet.md §5.5): each of the 4 option sequences is encoded, summarised
+(XLNet: ``<cls>`` last, tanh projection, dropout) and scored by ``Linear(d, 1)``; softmax over the options, CE loss.
+Accuracy is logged over all questions and on the Middle / High subsets (``<stage>/acc``, ``/acc_middle``,
+``/acc_high``)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import nn
+from torchmetrics import MeanMetric
+
+from genlab.models.heads import MultipleChoiceHead
+from genlab.tasks.finetune_base import FinetuneTask
+
+SUBSETS = ("all", "middle", "high")
+
+
+class MultipleChoiceTask(FinetuneTask):
+    def __init__(self, model: nn.Module, optimizer: Callable[..., torch.optim.Optimizer],
+                 scheduler: Callable[..., dict] | None, monitor: str = "valid/acc", monitor_mode: str = "max",
+                 n_choices: int = 4, weight_decay: float = 0.0, layer_decay: float = 1.0,
+                 layer_decay_mode: str = "lr_groups", summary_dropout: float = 0.1, init_from: str | None = None,
+                 require_pretrained: bool = False) -> None:
+        super().__init__(model, optimizer, scheduler, monitor, monitor_mode, weight_decay, layer_decay,
+                         layer_decay_mode, summary_dropout, init_from, require_pretrained)
+        self.n_choices = n_choices
+        self.head = MultipleChoiceHead(self.backbone.d_model)
+        self.acc = nn.ModuleDict({f"{stage}_{s}": MeanMetric() for stage in ("valid", "test") for s in SUBSETS})
+
+    def setup(self, stage: str) -> None:
+        self.check_tokenizer()
+
+    def forward(self, batch: dict) -> torch.Tensor:
+        flat = {k: batch[k].flatten(0, 1) for k in ("input_ids", "token_type_ids", "attention_mask")}
+        hidden = self.backbone.encode(flat["input_ids"], flat["token_type_ids"], flat["attention_mask"])
+        return self.head(self.backbone.summary(hidden), self.n_choices)
+
+    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+        loss = self.head.loss(self(batch), batch["labels"])
+        self.log("train/loss", loss, prog_bar=True)
+        return loss
+
+    def _eval(self, stage: str, batch: dict) -> None:
+        logits = self(batch)
+        loss = self.head.loss(logits, batch["labels"])
+        self.log(f"{stage}/loss", loss, sync_dist=True, batch_size=logits.shape[0])
+        correct = (logits.argmax(-1) == batch["labels"]).float()
+        for s, sel in (("all", torch.ones_like(correct, dtype=torch.bool)), ("middle", batch["level"] == 0),
+                       ("high", batch["level"] == 1)):
+            metric = self.acc[f"{stage}_{s}"]
+            if sel.any():
+                metric.update(correct[sel])
+            name = f"{stage}/acc" if s == "all" else f"{stage}/acc_{s}"
+            self.log(name, metric, on_step=False, on_epoch=True)
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        self._eval("valid", batch)
+
+    def test_step(self, batch: dict, batch_idx: int) -> None:
+        self._eval("test", batch)

@@ -1,0 +1,89 @@
+"""RACE reader and 4-way features (C21: qa truncated to its last pieces, no cross-option contamination)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from genlab.data.finetune_datamodule import CLS_ID, SEP_ID
+from genlab.data.finetune_minis import build_race_mini
+from genlab.data.race import encode_question, qa_text, read_race
+from genlab.errors import DataError
+
+
+class FakeTok:
+    """One id per whitespace word (ids >= 10), enough to check layouts."""
+
+    def __init__(self):
+        self.vocab: dict[str, int] = {}
+
+    def encode(self, text):
+        return [self.vocab.setdefault(w, 10 + len(self.vocab)) for w in text.split()]
+
+
+def write(root, split, level, name, obj):
+    folder = root / split / level
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(json.dumps(obj))
+
+
+def race_obj(**kw):
+    obj = {"article": "Tom went to the park .", "questions": ["Where did Tom go ?", "Tom went to the _ ."],
+           "options": [["park", "zoo", "school", "shop"], ["park", "zoo", "school", "shop"]],
+           "answers": ["A", "A"], "id": "middle1.txt"}
+    obj.update(kw)
+    return obj
+
+
+def test_reader_levels_and_labels(tmp_path):
+    for level in ("middle", "high"):
+        write(tmp_path, "dev", level, "1.txt", race_obj(answers=["A", "C"]))
+    qs = read_race(tmp_path, "dev")
+    assert [(q.level, q.label) for q in qs] == [(0, 0), (0, 2), (1, 0), (1, 2)]
+    assert qs[1].qid == "middle1.txt-1"
+
+
+def test_missing_option_and_bad_answer_name_the_file(tmp_path):
+    write(tmp_path, "train", "middle", "7.txt", race_obj(options=[["a", "b", "c"], ["a", "b", "c", "d"]]))
+    (tmp_path / "train" / "high").mkdir(parents=True)
+    with pytest.raises(DataError, match=r"7.txt, question 0: 3 options, RACE needs exactly 4"):
+        read_race(tmp_path, "train")
+    write(tmp_path, "train", "middle", "7.txt", race_obj(answers=["A", "E"]))
+    with pytest.raises(DataError, match="answer 'E'"):
+        read_race(tmp_path, "train")
+    with pytest.raises(DataError, match="does not exist"):
+        read_race(tmp_path, "test")
+
+
+def test_qa_text_fills_blank_or_appends():
+    assert qa_text("Tom went to the _ .", "park") == "Tom went to the park ."
+    assert qa_text("Where did Tom go ?", "park") == "Where did Tom go ? park"
+
+
+def test_c21_four_sequences_qa_last_pieces_no_contamination(tmp_path):
+    write(tmp_path, "dev", "middle", "1.txt", race_obj())
+    (tmp_path / "dev" / "high").mkdir(parents=True)
+    q = read_race(tmp_path, "dev")[0]
+    tok = FakeTok()
+    ids, seg, mask = encode_question(q, tok, max_seq_len=16, max_qa_length=4, layout="xlnet")
+    assert ids.shape == (4, 16)
+    article = tok.encode(q.article)
+    for i, opt in enumerate(q.options):
+        qa = tok.encode(qa_text(q.question, opt))[-4:]  # last 4 pieces
+        real = ids[i][mask[i] == 1].tolist()
+        assert real == article + [SEP_ID] + qa + [SEP_ID] + [CLS_ID]  # fresh article copy: nothing from option i-1
+        assert seg[i][mask[i] == 1].tolist() == [0] * (len(article) + 1) + [1] * (len(qa) + 1) + [2]
+    # a long article is cut from its end to fit T - 3 - |qa|
+    ids, _, mask = encode_question(q, tok, max_seq_len=10, max_qa_length=4, layout="xlnet")
+    assert np.all(mask == 1) and ids[0, :3].tolist() == article[:3]
+
+
+def test_race_mini_layout_and_generated_labels(tmp_path):
+    build_race_mini(tmp_path, n_paragraphs=60)
+    train = read_race(tmp_path, "train")
+    assert len(train) > 20 and {q.label for q in train} == {0, 1, 2, 3}
+    for q in train:
+        assert "_" in q.question and q.options[q.label].lower() in q.article.lower()
+    assert "generated" in (tmp_path / "README.mini").read_text()
