@@ -94,7 +94,51 @@ def worker(out: Path, world: int, rank: int, resume: str | None) -> None:
         result["full"] = fit(strategy(), world, data, ckpt_dir=str(out / "ckpt"))
         resume = str(out / "ckpt" / "epoch=0.ckpt")
     result["resumed"] = fit(strategy(), world, data, ckpt_path=resume)
+    result["xlnet"] = xlnet_losses(rank, world)
     (out / f"rank{rank}.json").write_text(json.dumps(result))
+
+
+def xlnet_steps(model: torch.nn.Module, rank: int, world: int, steps: int = 3) -> list[float]:
+    """SGD on this rank's rows of a fixed two-stream batch (perm_mask + target_mapping); global-mean losses."""
+    g = torch.Generator().manual_seed(11)
+    ids = torch.randint(0, VOCAB, (4, 6), generator=g).chunk(world)[rank]
+    perm = torch.rand(4, 6, 6, generator=g).lt(0.5).double().chunk(world)[rank]
+    target = torch.randint(0, VOCAB, (4, 2), generator=g).chunk(world)[rank]
+    mapping = torch.eye(6, dtype=torch.float64)[None, :2].expand(ids.size(0), -1, -1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    losses = []
+    for _ in range(steps):
+        logits = model(ids, perm_mask=perm, target_mapping=mapping).logits
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), target.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        value = loss.detach().clone()
+        if world > 1:
+            torch.distributed.all_reduce(value)
+        losses.append(float(value) / world)
+    return losses
+
+
+def make_xlnet() -> torch.nn.Module:
+    from genlab.models.xlnet import XLNetLMHeadModel
+
+    torch.manual_seed(0)
+    return XLNetLMHeadModel(VOCAB, n_layer=2, d_model=32, n_head=2, d_head=16, d_inner=64, dropout=0.0,
+                            dropatt=0.0).double()
+
+
+def xlnet_losses(rank: int, world: int) -> list[float]:
+    """FSDP2 (per-layer fully_shard via genlab.parallel) on XLNet outside Lightning, on the job's process group."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    from genlab.models.xlnet import XLNetLayer, XLNetModel
+
+    XLNetModel.block_classes = (XLNetLayer,)  # the one-line change proposed for XLNetModel (worker process only)
+    model = make_xlnet()
+    parallelize(model, init_device_mesh("cpu", (world,)), activation_checkpointing=True)
+    assert is_sharded(model)
+    return xlnet_steps(model, rank, world)
 
 
 def launch(out: Path, world: int, resume: str | None = None) -> list[dict]:
@@ -125,7 +169,8 @@ def runs(tmp_path_factory):
     two = launch(root / "two", 2)
     one = launch(root / "one", 1, resume=str(root / "two" / "ckpt" / "epoch=0.ckpt"))
     single = fit("auto", 1, batches(0, 1))
-    return {"two": two, "one": one, "single": single, "ckpt": root / "two" / "ckpt" / "epoch=0.ckpt"}
+    xlnet = xlnet_steps(make_xlnet(), 0, 1)
+    return {"two": two, "one": one, "single": single, "xlnet": xlnet, "ckpt": root / "two" / "ckpt" / "epoch=0.ckpt"}
 
 
 @pytest.mark.distributed
@@ -134,6 +179,13 @@ def test_fsdp2_two_processes_follow_the_single_process_loss_trajectory(runs):
     fsdp = mean_over_ranks(runs["two"], "full")
     assert fsdp[0] != fsdp[-1]
     torch.testing.assert_close(torch.tensor(fsdp), torch.tensor(runs["single"]), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.distributed
+def test_fsdp2_xlnet_two_processes_follow_the_single_process_loss_trajectory(runs):
+    fsdp = runs["two"][0]["xlnet"]
+    assert fsdp == runs["two"][1]["xlnet"] and fsdp[0] != fsdp[-1]
+    torch.testing.assert_close(torch.tensor(fsdp), torch.tensor(runs["xlnet"]), rtol=1e-6, atol=1e-8)
 
 
 @pytest.mark.distributed
