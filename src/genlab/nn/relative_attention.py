@@ -185,8 +185,12 @@ class _AttentionBlock(nn.Module):
         cat = h if mem is None or mem.size(1) == 0 else torch.cat([mem, h], dim=1)
         if self.pre_lnorm:  # the pre-LN code normalises the whole [mem; h] before the fused projection
             cat = self.norm(cat)
-        q, k, v = self.qkv(cat).chunk(3, dim=-1)
-        q = q[:, -h.size(1):]
+        if cat is h:
+            q, k, v = self.qkv(cat).chunk(3, dim=-1)
+        else:  # queries only for the new positions: memory rows need keys and values alone
+            hd = self.n_head * self.d_head
+            q = F.linear(cat[:, -h.size(1):], self.qkv.weight[:hd])
+            k, v = F.linear(cat, self.qkv.weight[hd:]).chunk(2, dim=-1)
         return _heads(q, self.n_head), _heads(k, self.n_head), _heads(v, self.n_head)
 
     def _finish(self, h: Tensor, attn_vec: Tensor) -> Tensor:
