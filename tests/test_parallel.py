@@ -31,6 +31,7 @@ from genlab.parallel import (
     ParallelizeMixin,
     accumulation_steps,
     check_precision,
+    check_trainer_precision,
     find_blocks,
     is_sharded,
     parallelize,
@@ -234,6 +235,10 @@ def test_precision_the_device_cannot_run_is_a_clear_error():
         check_precision("16-mixed", torch.device("cpu"))
     with pytest.raises(ConfigError, match="unknown"):
         check_precision("fp8", torch.device("cpu"))
+    if not torch.cuda.is_available():  # from config values, before Lightning turns 16-mixed into bf16 on CPU
+        with pytest.raises(ConfigError, match="16-mixed.*CPU"):
+            check_trainer_precision("16-mixed", "auto")
+        check_trainer_precision("bf16-mixed", "cpu")
 
 
 def test_fsdp1_policy_wraps_exactly_the_declared_blocks():

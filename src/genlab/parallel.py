@@ -81,6 +81,19 @@ def check_precision(precision: str, device: torch.device) -> None:
         raise ConfigError("trainer.precision=64-true: MPS has no float64; use trainer.precision=32-true.")
 
 
+def check_trainer_precision(precision: str, accelerator: str = "auto") -> None:
+    """``check_precision`` from config values, before the Trainer exists (Lightning would silently turn
+    16-mixed into bf16-mixed on CPU): ``accelerator`` auto/gpu/cuda/mps/cpu resolves as Lightning does."""
+    if accelerator in ("auto", "gpu"):
+        if torch.cuda.is_available():
+            accelerator = "cuda"
+        elif getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+            accelerator = "mps"
+        else:
+            accelerator = "cpu"
+    check_precision(precision, torch.device(accelerator if accelerator in ("cuda", "mps") else "cpu"))
+
+
 def _dtype(name: str | None) -> torch.dtype | None:
     if name is None:
         return None
