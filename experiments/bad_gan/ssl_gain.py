@@ -78,9 +78,10 @@ def main() -> None:
         if not rs:
             continue
         errs = [r["err"] for r in rs]
-        sd = statistics.stdev(errs) if len(errs) > 1 else 0.0
+        sd = statistics.stdev(errs) if len(errs) > 1 else float("nan")
         mean = lambda k: statistics.mean(r[k] for r in rs)  # noqa: E731
-        lines.append(f"| {mode} | {len(rs)} | {statistics.mean(errs):.2f} ± {sd:.2f} | "
+        spread = f"± {sd:.2f}" if len(errs) > 1 else "(1 seed)"
+        lines.append(f"| {mode} | {len(rs)} | {statistics.mean(errs):.2f} {spread} | "
                      f"{' / '.join(f'{e:.1f}' for e in errs)} | {mean('unl_acc'):.3f} | {mean('gen_acc'):.3f} | "
                      f"{mean('max_unl_acc'):.3f} | {1 - mean('max_gen_acc'):.3f} |")
     (out / f"ssl_gain_{args.dataset}.md").write_text("\n".join(lines) + "\n")
