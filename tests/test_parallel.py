@@ -58,8 +58,8 @@ def batches(rank: int, world: int) -> list[dict]:
     g = torch.Generator().manual_seed(7)
     corpus = torch.randint(0, VOCAB, (STREAMS, SEGMENTS * TGT_LEN + 1), generator=g)
     rows = corpus.chunk(world)[rank]
-    return [{"input_ids": rows[:, s * TGT_LEN:(s + 1) * TGT_LEN], "target": rows[:, s * TGT_LEN + 1:(s + 1) * TGT_LEN + 1],
-             "segment": s} for s in range(SEGMENTS)]
+    return [{"input_ids": rows[:, s * TGT_LEN:(s + 1) * TGT_LEN],
+             "target": rows[:, s * TGT_LEN + 1:(s + 1) * TGT_LEN + 1], "segment": s} for s in range(SEGMENTS)]
 
 
 def make_task() -> ShardedLM:

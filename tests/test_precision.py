@@ -17,14 +17,6 @@ from genlab.tasks.lm import LanguageModelTask
 V = 60
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def _model(**kw) -> TransformerXL:
     torch.manual_seed(0)
     return TransformerXL(V, n_layer=2, d_model=32, n_head=2, d_head=16, d_inner=64, dropout=0.0, mem_len=8,

@@ -19,14 +19,6 @@ from genlab.nn.relative_attention import RelPartialLearnableAttention, attention
 D, H, DH, V = 32, 4, 8, 40
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def _rel(impl: str) -> RelPartialLearnableAttention:
     torch.manual_seed(0)
     m = RelPartialLearnableAttention(D, H, DH, own_biases=True, attn_impl=impl).double().eval()
