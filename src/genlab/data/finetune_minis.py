@@ -120,13 +120,15 @@ IMDB_MINI = DatasetSpec("imdb_mini", ("imdb.vocab",), build_mini=build_imdb_mini
 
 
 # ------------------------------------------------------------------------------------------------ SQuAD cloze
-def _cloze(paragraph: str) -> tuple[str, str, int] | None:
-    """(question, answer, answer_start): a sentence of the paragraph with its longest word blanked as ``_``."""
+def _cloze(paragraph: str, max_words: int | None = None) -> tuple[str, str, int] | None:
+    """(question, answer, answer_start): a sentence (>= 8 words, at most ``max_words`` so that a truncated question
+    keeps its blank) of the paragraph with its longest word blanked as ``_``."""
     from genlab.data.pretrain_corpus import split_sentences
 
     for sentence in split_sentences(paragraph):
         words = [w for w in re.findall(r"[A-Za-z]{5,}", sentence)]
-        if len(sentence.split()) < 8 or not words:
+        n_words = len(sentence.split())
+        if n_words < 8 or (max_words is not None and n_words > max_words) or not words:
             continue
         answer = max(words, key=len)
         at = re.search(rf"\b{answer}\b", sentence)
@@ -183,7 +185,7 @@ def build_race_mini(root: Path, n_paragraphs: int = 500) -> None:
 
     paras = [p for a in excerpt_articles() for p in a.paragraphs() if 200 < len(p) < 900][:n_paragraphs]
     for i, para in enumerate(paras):
-        cloze = _cloze(para)
+        cloze = _cloze(para, max_words=25)  # RACE keeps the LAST qa pieces: a long sentence would lose its blank
         if cloze is None:
             continue
         question, answer, _ = cloze
@@ -204,5 +206,5 @@ def build_race_mini(root: Path, n_paragraphs: int = 500) -> None:
                                       "generated, not human.\n", encoding="utf-8")
 
 
-RACE_MINI = DatasetSpec("race_cloze_mini", ("README.mini",), build_mini=build_race_mini,
+RACE_MINI = DatasetSpec("race_cloze_mini", ("README.mini",), build_mini=build_race_mini, mini_version="2",
                         notes="RACE layout, cloze questions GENERATED from the gensim Wikipedia excerpt")

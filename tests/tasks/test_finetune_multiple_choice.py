@@ -1,0 +1,56 @@
+"""RACE multiple-choice task on tiny inputs: option grouping, CE loss, all / middle / high accuracy."""
+
+from __future__ import annotations
+
+import functools
+import warnings
+
+import pytorch_lightning as pl
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader
+
+from genlab.models.xlnet import XLNetLMHeadModel
+from genlab.tasks.finetune_multiple_choice import MultipleChoiceTask
+from genlab.tasks.layerwise_lr import AdamWeightDecay
+
+warnings.filterwarnings("ignore", category=UserWarning)
+
+
+def batch(n=6, T=10, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(10, 50, (n, 4, T), generator=g)
+    ids[..., -1] = 3  # <cls> last
+    return {"input_ids": ids, "token_type_ids": torch.zeros_like(ids), "attention_mask": torch.ones_like(ids),
+            "labels": torch.randint(0, 4, (n,), generator=g), "level": torch.tensor([0, 1, 0, 1, 1, 1])[:n]}
+
+
+def task():
+    torch.manual_seed(0)
+    m = XLNetLMHeadModel(50, n_layer=1, d_model=32, n_head=4, d_head=8, d_inner=64, dropout=0.0, dropatt=0.0)
+    return MultipleChoiceTask(m, functools.partial(AdamWeightDecay, lr=1e-3), None, summary_dropout=0.0).eval()
+
+
+def test_options_are_scored_independently_and_grouped():
+    t, b = task(), batch()
+    logits = t(b)
+    assert logits.shape == (6, 4)
+    one = {k: b[k][2:3, 1:2].flatten(0, 1) for k in ("input_ids", "token_type_ids", "attention_mask")}
+    h = t.backbone.encode(one["input_ids"], one["token_type_ids"], one["attention_mask"])
+    torch.testing.assert_close(logits[2, 1], t.head.proj(t.backbone.summary(h))[0, 0])
+    torch.testing.assert_close(t.head.loss(logits, b["labels"]), F.cross_entropy(logits, b["labels"]))
+
+
+def test_accuracy_all_middle_high():
+    t, b = task(), batch()
+    with torch.no_grad():
+        pred = t(b).argmax(-1)
+    b["labels"] = pred.clone()
+    b["labels"][[1, 2]] = (pred[[1, 2]] + 1) % 4  # wrong on one middle (2) and one high (1) question
+    loader = DataLoader([{k: v[i] for k, v in b.items()} for i in range(6)], batch_size=3)
+    tr = pl.Trainer(logger=False, enable_checkpointing=False, accelerator="cpu", enable_progress_bar=False,
+                    enable_model_summary=False)
+    res = tr.test(t, dataloaders=loader, verbose=False)[0]
+    assert abs(res["test/acc"] - 4 / 6) < 1e-6
+    assert abs(res["test/acc_middle"] - 1 / 2) < 1e-6  # middle: questions 0 (right), 2 (wrong)
+    assert abs(res["test/acc_high"] - 3 / 4) < 1e-6    # high: 1 (wrong), 3, 4, 5
