@@ -6,6 +6,7 @@ vocabulary/tokenizer is the one the model was trained with, and evaluates the re
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,8 @@ from genlab.errors import CheckpointError, ConfigError
 
 # Evaluation overrides that belong to the data (segment length, streams); all others set model attributes.
 DATA_KEYS = {"tgt_len": "eval_tgt_len", "batch_size": "eval_batch_size", "ext_len": "eval_ext_len"}
-EVAL_SCALARS: dict[str, Any] = {"name": str, "seed": int, "ckpt_path": str, "splits": list, "eval": dict}
+EVAL_SCALARS: dict[str, Any] = {"name": str, "seed": int, "ckpt_path": str, "splits": list, "eval": dict,
+                                "mode": str, "dynamic": dict}
 
 
 def load_run_config(ckpt_path: str) -> dict[str, Any]:
@@ -61,6 +63,20 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     if hasattr(datamodule, "identity"):
         check_data_identity(record.get("data_identity", {}), datamodule.identity(), cfg.ckpt_path)
     task = build.build_task(run, datamodule)
+    if cfg.get("mode", "standard") == "dynamic":
+        results = dynamic_evaluation(cfg, task, datamodule)
+    elif cfg.get("mode", "standard") == "standard":
+        results = standard_evaluation(cfg, task, datamodule)
+    else:
+        raise ConfigError(f"mode={cfg.mode}: use mode=standard or mode=dynamic.")
+    settings = ", ".join(f"{k}={v}" for k, v in overrides.items()) or "training settings"
+    print(f"\nevaluated {cfg.ckpt_path} ({cfg.get('mode', 'standard')}, {settings})")
+    for key, value in sorted(results.items()):
+        print(f"{key:>16s} = {value:.4f}")
+    return results
+
+
+def standard_evaluation(cfg: DictConfig, task, datamodule) -> dict[str, float]:
     trainer = build.build_trainer(cfg, build.build_callbacks(cfg), build.build_loggers(cfg))
     results: dict[str, float] = {}
     for split in cfg.splits:
@@ -71,10 +87,31 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
         else:
             raise ConfigError(f"splits: unknown split '{split}' (use valid and/or test).")
         results.update({k: float(v) for k, v in (out[0] if out else {}).items()})
-    settings = ", ".join(f"{k}={v}" for k, v in overrides.items()) or "training settings"
-    print(f"\nevaluated {cfg.ckpt_path} ({settings})")
-    for key, value in sorted(results.items()):
-        print(f"{key:>16s} = {value:.4f}")
+    return results
+
+
+def dynamic_evaluation(cfg: DictConfig, task, datamodule) -> dict[str, float]:
+    """Dynamic evaluation (MoS spec §3.4): gradient statistics on train, then adapt while scoring each split
+    with batch 1. Works for any recurrent LM of the protocol; AWD checkpoints use their NT-ASGD average."""
+    from genlab.tasks.awd_lm import load_awd_checkpoint
+    from genlab.tasks.dynamic_eval import dynamic_evaluate, gradient_statistics
+
+    model = task.model
+    if not hasattr(datamodule, "corpus"):
+        raise ConfigError("mode=dynamic needs a language-modelling dataset (a token stream).")
+    checkpoint = torch.load(cfg.ckpt_path, map_location="cpu", weights_only=False)
+    if "awd" in checkpoint:
+        model.load_state_dict(load_awd_checkpoint(cfg.ckpt_path)[0])
+    else:
+        task.load_state_dict(checkpoint["state_dict"])
+    dyn = cfg.dynamic
+    tokens = lambda split: torch.as_tensor(datamodule.corpus.splits[split].astype("int64"))  # noqa: E731
+    stats = gradient_statistics(model, tokens("train"), dyn.stat_batch_size, dyn.bptt, ms=dyn.ms)
+    results: dict[str, float] = {}
+    for split in cfg.splits:
+        nll, _ = dynamic_evaluate(model, tokens(split), stats, dyn.lr, dyn.lamb, dyn.epsilon, dyn.bptt)
+        results[f"{split}/loss"] = nll
+        results[f"{split}/ppl"] = math.exp(nll)
     return results
 
 

@@ -17,7 +17,7 @@ from genlab.errors import ConfigError
 
 HYDRA_KEYS = {"_target_", "_partial_", "_recursive_", "_convert_", "_args_"}
 ROOT_SCALARS: dict[str, Any] = {"name": str, "seed": int, "ckpt_path": str | None, "test_after_fit": bool}
-ROOT_GROUPS = {"paths", "trainer", "logger", "callbacks", "model", "task", "data", "debug", "hparams_search",
+ROOT_GROUPS = {"paths", "trainer", "logger", "callbacks", "model", "task", "data", "debug", "hparams_search", "launcher",
                "experiment", "hydra", "eval", "splits"}
 
 

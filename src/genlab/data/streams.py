@@ -20,6 +20,8 @@ def split_streams(tokens: np.ndarray, n_streams: int, rank: int = 0, world_size:
     data-parallel run see exactly the same streams. The tail that does not fill a row is dropped (as the
     official iterators do).
     """
+    if n_streams < 1:
+        raise DataError(f"the number of streams (data.batch_size / data.eval_batch_size) must be >= 1, got {n_streams}.")
     total = n_streams * world_size
     length = len(tokens) // total
     if length < 2:
