@@ -29,3 +29,20 @@ def test_throughput_monitor_logs_speed_memory_and_mfu():
     assert 0 < m["perf/mfu"] < 1
     assert m["perf/peak_mem_mb"] >= 1 and peak_memory_mb(torch.device("cpu")) >= m["perf/peak_mem_mb"]
     assert count_tokens(data[0]) == (16, 2)
+
+
+def test_transformer_xl_flops_per_token_matches_counted_matmuls():
+    """MFU's numerator: the analytic count equals PyTorch's FLOP counter over a training step (forward +
+    backward, full memory) up to the once-per-batch position projection."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    torch.manual_seed(0)
+    b, t, mem_len = 8, 32, 32
+    model = TransformerXL(100, n_layer=2, d_model=64, n_head=4, d_head=16, d_inner=256, dropout=0.0,
+                          mem_len=mem_len)
+    ids = torch.randint(0, 100, (b, 2 * t + 1))
+    memory = model(ids[:, :t], target=ids[:, 1:t + 1]).memory
+    with FlopCounterMode(display=False) as counter:
+        model(ids[:, t:2 * t], target=ids[:, t + 1:2 * t + 1], memory=memory).nll.sum().backward()
+    analytic = model.flops_per_token(seq_len=t) * b * t
+    assert abs(counter.get_total_flops() / analytic - 1) < 0.02

@@ -7,6 +7,7 @@ measured once on this machine; never from one hard-coded GPU.
 
 from __future__ import annotations
 
+import inspect
 import resource
 import sys
 import time
@@ -80,20 +81,24 @@ def count_tokens(batch) -> tuple[int, int]:
 class ThroughputMonitor(pl.Callback):
     """Every ``window`` steps logs ``perf/tokens_per_s``, ``perf/samples_per_s``, ``perf/step_time_s``,
     ``perf/peak_mem_mb`` and ``perf/mfu`` (training FLOPs ~ 6 x parameters per token unless the model defines
-    ``flops_per_token()``)."""
+    ``flops_per_token()``, or ``flops_per_token(seq_len=...)`` when attention makes it depend on the length)."""
 
     def __init__(self, window: int = 20):
         self.window = window
         self._start: float | None = None
         self._tokens = self._samples = self._steps = 0
-        self._flops_per_token = 0.0
+        self._flops_per_token = self._flops = 0.0
+        self._flops_fn, self._seq_aware = None, False
         self._peak = 0.0
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         model = getattr(pl_module, "model", pl_module)
-        if hasattr(model, "flops_per_token"):
-            self._flops_per_token = float(model.flops_per_token())
-        else:
+        self._flops_fn = getattr(model, "flops_per_token", None)
+        # Models whose cost per token depends on the sequence (attention) take it as ``seq_len``.
+        self._seq_aware = self._flops_fn is not None and "seq_len" in inspect.signature(self._flops_fn).parameters
+        if self._flops_fn is not None and not self._seq_aware:
+            self._flops_per_token = float(self._flops_fn())
+        elif self._flops_fn is None:
             unique = {id(p): p.numel() for p in model.parameters() if p.requires_grad}
             self._flops_per_token = 6.0 * sum(unique.values())
         self._peak = peak_flops(pl_module.device, str(trainer.precision)) * max(1, trainer.world_size)
@@ -105,6 +110,11 @@ class ThroughputMonitor(pl.Callback):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         tokens, samples = count_tokens(batch)
         world = max(1, trainer.world_size)
+        if self._seq_aware and samples:
+            per_token = float(self._flops_fn(seq_len=tokens // samples))
+        else:
+            per_token = self._flops_per_token
+        self._flops += tokens * world * per_token
         self._tokens += tokens * world
         self._samples += samples * world
         self._steps += 1
@@ -118,9 +128,10 @@ class ThroughputMonitor(pl.Callback):
             "perf/step_time_s": elapsed / self._steps,
             "perf/peak_mem_mb": peak_memory_mb(pl_module.device),
         }
-        if self._peak > 0 and self._flops_per_token > 0:
-            metrics["perf/mfu"] = tokens_per_s * self._flops_per_token / self._peak
+        if self._peak > 0 and self._flops > 0:
+            metrics["perf/mfu"] = self._flops / elapsed / self._peak
         pl_module.log_dict(metrics, on_step=True, on_epoch=False, rank_zero_only=True)
         if pl_module.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(pl_module.device)
         self._start, self._tokens, self._samples, self._steps = time.perf_counter(), 0, 0, 0
+        self._flops = 0.0

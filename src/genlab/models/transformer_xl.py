@@ -203,6 +203,21 @@ class TransformerXL(nn.Module):
                 total += p.numel()
         return total
 
+    def flops_per_token(self, seq_len: int) -> float:
+        """Training matmul FLOPs (3 x forward) per predicted token for segments of ``seq_len`` after a full
+        memory, for MFU: per layer q (new rows), k|v (memory + new rows), the content, position and value terms
+        over K = seq_len + mem_len keys, output and feed-forward; plus the output layer counted dense (exact
+        without cutoffs, an upper bound with adaptive clusters). The once-per-batch position projection is left
+        out (it is shared by the batch)."""
+        d, hd = self.d_model, self.n_head * self.d_head
+        d_inner = self.layers[0].ff.fc1.out_features
+        klen = seq_len + self.mem_len
+        score_terms = 2 if self.attn_type == "abs_sinusoid" or self.attn_type == "abs_learned" else 3
+        per_layer = 2 * d * hd + 2 * d * 2 * hd * klen / seq_len + score_terms * 2 * hd * klen
+        per_layer += 2 * hd * d + 4 * d * d_inner
+        head = 2 * sum(p.numel() for p in self.crit.parameters() if p.dim() == 2)
+        return 3.0 * (self.n_layer * per_layer + head)
+
     # ------------------------------------------------------------------ core
     def position_embeddings(self, klen: int, device: torch.device | None = None) -> Tensor:
         """R for distances [K-1, ..., 0] (clamped at ``clamp_len``), always built in fp32 (spec C21)."""
