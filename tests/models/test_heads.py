@@ -166,3 +166,71 @@ def test_span_loss_matches_formula():
     ce = -(start_lp[[0, 1], s].mean() + end_lp[[0, 1], e].mean()) / 2
     bce = F.binary_cross_entropy_with_logits(cls, imp)
     torch.testing.assert_close(loss, (ce + 0.5 * bce).float())
+
+
+def test_c23_sequence_classification_equals_hf_xlnet():
+    transformers = pytest.importorskip("transformers")
+    import functools
+
+    from genlab.interop.hf_xlnet import load_hf_state_dict
+    from genlab.tasks.finetune_classification import SequenceClassificationTask
+
+    torch.manual_seed(0)
+    cfg = transformers.XLNetConfig(vocab_size=50, d_model=32, n_layer=2, n_head=4, d_inner=64, ff_activation="gelu_new",
+                                   num_labels=3, dropout=0.0, summary_last_dropout=0.0)
+    hf = transformers.XLNetForSequenceClassification(cfg).double().eval()
+    model = XLNetLMHeadModel(50, n_layer=2, d_model=32, n_head=4, d_head=8, d_inner=64, dropout=0.0, dropatt=0.0)
+    unused = load_hf_state_dict(model, hf.state_dict())
+    assert any(k.startswith("sequence_summary") for k in unused)
+    task = SequenceClassificationTask(model, functools.partial(torch.optim.SGD, lr=0.1), None, n_labels=3,
+                                      summary_dropout=0.0).double().eval()
+    with torch.no_grad():
+        task.backbone.summary_proj.weight.copy_(hf.sequence_summary.summary.weight)
+        task.backbone.summary_proj.bias.copy_(hf.sequence_summary.summary.bias)
+        task.head.proj.weight.copy_(hf.logits_proj.weight)
+        task.head.proj.bias.copy_(hf.logits_proj.bias)
+    ids = torch.randint(5, 50, (2, 9))
+    seg = torch.zeros_like(ids)
+    seg[:, 5:] = 1
+    seg[:, -1] = 2
+    mask = torch.ones_like(ids)
+    mask[0, :3] = 0  # left padding
+    seg[0, :3] = 4
+    ours = task({"input_ids": ids, "token_type_ids": seg, "attention_mask": mask})
+    ref = hf(input_ids=ids, token_type_ids=seg, attention_mask=mask.double()).logits
+    torch.testing.assert_close(ours, ref, rtol=1e-6, atol=1e-8)
+
+
+def test_c23_span_head_inference_equals_hf_xlnet_qa_after_reordering():
+    transformers = pytest.importorskip("transformers")
+    from genlab.interop.hf_xlnet import load_hf_state_dict
+
+    torch.manual_seed(0)
+    cfg = transformers.XLNetConfig(vocab_size=50, d_model=32, n_layer=2, n_head=4, d_inner=64, ff_activation="gelu_new",
+                                   dropout=0.0, start_n_top=5, end_n_top=5)
+    hf = transformers.XLNetForQuestionAnswering(cfg).double().eval()
+    model = XLNetLMHeadModel(50, n_layer=2, d_model=32, n_head=4, d_head=8, d_inner=64, dropout=0.0, dropatt=0.0)
+    load_hf_state_dict(model, hf.state_dict())
+    bb = adapt(model, summary_dropout=0.0).double().eval()
+    head = SpanHead(32, layer_norm_eps=cfg.layer_norm_eps, dropout=0.0).double().eval()
+    heads = {k: v for k, v in hf.state_dict().items() if k.split(".")[0] in ("start_logits", "end_logits", "answer_class")}
+    head.load_state_dict(heads, strict=True)  # same parameter names as HF
+    T = 14
+    ids = torch.randint(5, 50, (2, T))
+    p_mask = torch.zeros(2, T, dtype=torch.float64)
+    p_mask[:, 8:12] = 1
+    p_mask[1, 12:] = 1  # right padding of row 1 (cls at 11 would be masked: use 7 as its cls for the test)
+    cls_index = torch.tensor([12, 7])
+    p_mask[0, 12] = 0
+    p_mask[1, 7] = 0
+    mask = torch.ones(2, T, dtype=torch.float64)
+    mask[1, 12:] = 0
+    ref = hf(input_ids=ids, attention_mask=mask, p_mask=p_mask, cls_index=cls_index)
+    ours = head.beam(bb.encode(ids, None, mask.long()), p_mask, cls_index, 5, 5)
+    torch.testing.assert_close(ours.start_top_log_probs, ref.start_top_log_probs.log())
+    assert torch.equal(ours.start_top_index, ref.start_top_index)
+    # HF flattens [end rank][start rank] and returns probabilities; ours [start rank][end rank] log-probs
+    reorder = lambda x: x.view(2, 5, 5).transpose(1, 2).reshape(2, 25)
+    torch.testing.assert_close(ours.end_top_log_probs, reorder(ref.end_top_log_probs).log())
+    assert torch.equal(ours.end_top_index, reorder(ref.end_top_index))
+    torch.testing.assert_close(ours.cls_logits, ref.cls_logits)
