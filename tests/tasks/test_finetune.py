@@ -146,3 +146,15 @@ def test_layerwise_learning_rate_decay_groups():
     assert lr_of[id(task.head.proj.weight)] == pytest.approx(1e-3)
     decay_of = {id(p): g["weight_decay"] for g in opt.param_groups for p in g["params"]}
     assert decay_of[id(b.layer[0].ff.layer_norm.weight)] == 0.0
+
+
+def test_init_from_hf_folder_checks_architecture(tmp_path):
+    from genlab.interop.hf_xlnet import save_hf_checkpoint
+
+    pre = XLNetLMHeadModel(50, n_layer=2, d_model=64, n_head=4, d_head=16, d_inner=128, ff_activation="gelu")
+    save_hf_checkpoint(pre, tmp_path)
+    task = make_task(XLNetLMHeadModel(50, n_layer=2, d_model=64, n_head=4, d_head=16, d_inner=128,
+                                      ff_activation="gelu"), init_from=str(tmp_path))
+    torch.testing.assert_close(task.backbone.transformer.layer[1].ff.layer_2.weight, pre.transformer.layer[1].ff.layer_2.weight)
+    with pytest.raises(CheckpointError, match="model.ff_activation='gelu'"):
+        make_task(xlnet(50), init_from=str(tmp_path))  # gelu_tanh model vs an erf-GELU checkpoint

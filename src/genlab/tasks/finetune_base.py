@@ -46,10 +46,32 @@ def load_pretrained(model: nn.Module, init_from: str) -> dict[str, Any]:
     if isinstance(model, (XLNetLMHeadModel, XLNetModel)):
         from genlab.interop.hf_xlnet import load_hf_state_dict, read_state_dict
 
+        _check_hf_architecture(model, path)
         load_hf_state_dict(model, read_state_dict(path), source=str(path))
         return {}
     raise CheckpointError(f"task.init_from={init_from}: only XLNet imports HF folders; for {type(model).__name__} "
                           "give a genlab .ckpt.")
+
+
+ARCH_KEYS = ("vocab_size", "n_layer", "d_model", "n_head", "d_head", "d_inner", "ff_activation", "untie_r",
+             "layer_norm_eps")
+
+
+def _check_hf_architecture(model: nn.Module, path: Path) -> None:
+    """Shapes are checked by the strict import; this catches what shapes cannot (e.g. the GELU variant)."""
+    import json
+
+    from genlab.interop.hf_xlnet import config_from_hf
+
+    config = (path if path.is_dir() else path.parent) / "config.json"
+    if not config.is_file():
+        return
+    theirs = config_from_hf(json.loads(config.read_text()))
+    ours = (model.transformer if isinstance(model, XLNetLMHeadModel) else model).arch
+    diff = [f"model.{k}={theirs[k]!r} (config has {ours[k]!r})" for k in ARCH_KEYS if theirs[k] != ours[k]]
+    if diff:
+        raise CheckpointError(f"task.init_from={path} was trained with a different architecture; set "
+                              + ", ".join(diff) + ".")
 
 
 class FinetuneTask(pl.LightningModule):
