@@ -12,6 +12,7 @@ from pytorch_lightning.callbacks import LearningRateMonitor, ProgressBar
 from omegaconf import DictConfig, OmegaConf
 
 from genlab.errors import CheckpointError
+from genlab.parallel import check_trainer_precision
 
 
 def build_data(data_cfg: DictConfig) -> pl.LightningDataModule:
@@ -45,6 +46,7 @@ def build_loggers(cfg: DictConfig) -> list[Any]:
 
 
 def build_trainer(cfg: DictConfig, callbacks: list[pl.Callback], loggers: list[Any]) -> pl.Trainer:
+    check_trainer_precision(str(cfg.trainer.precision), str(cfg.trainer.accelerator))
     return instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
 
 
@@ -53,7 +55,7 @@ def resolve_checkpoint(ckpt_path: str | None, output_dir: str | Path) -> str | N
     if ckpt_path is None:
         return None
     path = Path(output_dir) / "checkpoints" / "last.ckpt" if ckpt_path == "last" else Path(ckpt_path)
-    if not path.is_file():
+    if not path.exists():  # a file, or a folder of shards (FSDP2)
         raise CheckpointError(
             f"ckpt_path={ckpt_path}: no checkpoint at {path}. Pass the file itself, e.g. "
             "ckpt_path=outputs/<experiment>/<date>/checkpoints/last.ckpt."

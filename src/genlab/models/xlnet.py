@@ -85,6 +85,8 @@ class XLNetLayer(nn.Module):
 class XLNetModel(nn.Module):
     """Two-stream XLNet backbone (word embedding, mask_emb, L layers); no absolute positions or segments."""
 
+    block_classes = (XLNetLayer,)  # what FSDP2 / activation checkpointing wrap (genlab.parallel)
+
     def __init__(
         self,
         vocab_size: int,

@@ -17,6 +17,7 @@ from torch import nn
 from torch.utils._pytree import tree_map
 from torchmetrics import MeanMetric
 
+from genlab.parallel import ParallelizeMixin
 from genlab.tasks.optim import param_groups
 
 
@@ -24,7 +25,7 @@ def detach(memory: Any) -> Any:
     return tree_map(lambda t: t.detach() if isinstance(t, torch.Tensor) else t, memory)
 
 
-class LanguageModelTask(pl.LightningModule):
+class LanguageModelTask(ParallelizeMixin, pl.LightningModule):
     """Next-token NLL; ``valid_overrides`` / ``test_overrides`` set evaluation-time model attributes
     (``mem_len``, ``clamp_len``, ``same_length`` ...; the papers evaluate with a longer memory than in training)."""
 
