@@ -86,4 +86,5 @@ def test_race_mini_layout_and_generated_labels(tmp_path):
     assert len(train) > 20 and {q.label for q in train} == {0, 1, 2, 3}
     for q in train:
         assert "_" in q.question and q.options[q.label].lower() in q.article.lower()
+        assert all(o.lower() not in q.article.lower() for i, o in enumerate(q.options) if i != q.label)
     assert "generated" in (tmp_path / "README.mini").read_text()

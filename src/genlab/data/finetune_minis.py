@@ -179,20 +179,20 @@ SQUAD2_MINI = DatasetSpec("squad2_cloze_mini", ("train-v2.0.json", "dev-v2.0.jso
 # ------------------------------------------------------------------------------------------------ RACE cloze
 def build_race_mini(root: Path, n_paragraphs: int = 500) -> None:
     """RACE folder/JSON layout with GENERATED labels: article = a Wikipedia paragraph, question = one of its
-    sentences with the longest word blanked, options = that word + 3 other long words of the article (answer
-    letter rotates A-D). Paragraphs under 400 characters go to ``middle``, longer ones to ``high``."""
+    sentences with the longest word blanked, options = that word + 3 long words taken from OTHER paragraphs (so a
+    reader that checks the options against the article can answer; answer letter rotates A-D). Paragraphs under
+    400 characters go to ``middle``, longer ones to ``high``."""
     from genlab.data.wiki_excerpt import excerpt_articles
 
     paras = [p for a in excerpt_articles() for p in a.paragraphs() if 200 < len(p) < 900][:n_paragraphs]
+    pool = sorted({w for p in paras for w in re.findall(r"[A-Za-z]{7,}", p)})
     for i, para in enumerate(paras):
         cloze = _cloze(para, max_words=25)  # RACE keeps the LAST qa pieces: a long sentence would lose its blank
         if cloze is None:
             continue
         question, answer, _ = cloze
-        others = sorted({w for w in re.findall(r"[A-Za-z]{5,}", para) if w.lower() != answer.lower()},
-                        key=lambda w: (-len(w), w))[:3]
-        if len(others) < 3:
-            continue
+        lower = para.lower()
+        others = [w for w in pool[(i * 37) % len(pool):] + pool if w.lower() not in lower][:3]
         k = i % 4
         options = others[:k] + [answer] + others[k:]
         split = "dev" if i % 10 == 0 else "test" if i % 10 == 1 else "train"
@@ -206,5 +206,5 @@ def build_race_mini(root: Path, n_paragraphs: int = 500) -> None:
                                       "generated, not human.\n", encoding="utf-8")
 
 
-RACE_MINI = DatasetSpec("race_cloze_mini", ("README.mini",), build_mini=build_race_mini, mini_version="2",
+RACE_MINI = DatasetSpec("race_cloze_mini", ("README.mini",), build_mini=build_race_mini, mini_version="3",
                         notes="RACE layout, cloze questions GENERATED from the gensim Wikipedia excerpt")
