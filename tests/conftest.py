@@ -1,64 +1,24 @@
-"""Shared fixtures: compose the real Hydra config (as train.py does) into a temporary run directory."""
+"""Test session setup: one torch thread per xdist worker, offline, no W&B; the `compose_cfg` fixture."""
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
-from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, open_dict
 
-ROOT = Path(__file__).resolve().parents[1]
-CONF = ROOT / "conf"
-SHARED = ROOT.parent / "shared"
+from helpers import compose_config
 
 torch.set_num_threads(1)  # pytest -n 2 runs one worker per core; more threads only oversubscribe
 os.environ.setdefault("WANDB_MODE", "disabled")
 os.environ.setdefault("GENLAB_OFFLINE", "1")
 
 
-# A one-layer Transformer-XL on the WikiText mini: fast enough for end-to-end tests of the LM machinery.
-TINY_TXL = [
-    "experiment=txl_mini",
-    "model.n_layer=1",
-    "model.d_model=32",
-    "model.n_head=2",
-    "model.d_head=16",
-    "model.d_inner=64",
-    "model.mem_len=16",
-    "data.batch_size=4",
-    "data.tgt_len=16",
-    "data.eval_batch_size=4",
-    "data.eval_tgt_len=16",
-    "task.valid_overrides={}",
-    "task.test_overrides={mem_len: 32, same_length: true}",
-]
-
-
-def compose_config(overrides: list[str], run_dir: Path, config_name: str = "train") -> DictConfig:
-    """The config train.py would see for ``overrides``, writing into ``run_dir``; loggers off by default."""
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
-    HydraConfig.instance().set_config(cfg)
-    keys = [o.split("=")[0] for o in overrides]
-    with open_dict(cfg):
-        if "paths.output_dir" not in keys:
-            cfg.paths.output_dir = str(run_dir)
-        cfg.paths.log_dir = str(run_dir)
-        if "logger" not in keys:
-            cfg.logger = None
-        del cfg.hydra
-    return cfg
-
-
 @pytest.fixture
 def compose_cfg(tmp_path):
-    def _compose(overrides: list[str], config_name: str = "train") -> DictConfig:
+    """The config train.py would see for some overrides, writing into this test's tmp_path."""
+
+    def _compose(overrides: list[str], config_name: str = "train"):
         return compose_config(overrides, tmp_path, config_name)
 
     return _compose

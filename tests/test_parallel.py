@@ -28,7 +28,6 @@ from genlab.models.transformer_xl import TransformerXL
 from genlab.parallel import (
     BlockWrapPolicy,
     FSDP2Strategy,
-    ParallelizeMixin,
     accumulation_steps,
     check_precision,
     check_trainer_precision,
@@ -39,10 +38,6 @@ from genlab.parallel import (
 from genlab.tasks.lm import LanguageModelTask
 
 STREAMS, TGT_LEN, SEGMENTS, VOCAB, EPOCHS = 4, 8, 3, 50, 2
-
-
-class ShardedLM(ParallelizeMixin, LanguageModelTask):
-    """The LM task with the configure_model hook the lead adds to LanguageModelTask."""
 
 
 class LossLog(pl.Callback):
@@ -62,11 +57,11 @@ def batches(rank: int, world: int) -> list[dict]:
              "target": rows[:, s * TGT_LEN + 1:(s + 1) * TGT_LEN + 1], "segment": s} for s in range(SEGMENTS)]
 
 
-def make_task() -> ShardedLM:
+def make_task() -> LanguageModelTask:
     torch.manual_seed(0)
     model = TransformerXL(VOCAB, n_layer=2, d_model=32, n_head=2, d_head=16, d_inner=64, dropout=0.0,
                           mem_len=8).double()
-    return ShardedLM(model, functools.partial(torch.optim.Adam, lr=1e-2), None, monitor="train/loss")
+    return LanguageModelTask(model, functools.partial(torch.optim.Adam, lr=1e-2), None, monitor="train/loss")
 
 
 def fit(strategy, devices: int, data: list[dict], ckpt_dir: str | None = None, ckpt_path: str | None = None):

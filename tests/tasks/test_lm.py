@@ -11,7 +11,7 @@ import torch
 from genlab.callbacks.run_record import RunRecord
 from genlab.cli import build
 
-from conftest import TINY_TXL as TINY
+from helpers import TINY_TXL as TINY
 
 
 

@@ -8,7 +8,7 @@ import torch
 
 from genlab.cli import build
 
-from conftest import TINY_TXL as TINY
+from helpers import TINY_TXL as TINY
 
 pytestmark = pytest.mark.distributed
 

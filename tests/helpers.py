@@ -1,0 +1,48 @@
+"""Helpers shared by test files (importable because pytest's pythonpath includes tests/)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, open_dict
+
+ROOT = Path(__file__).resolve().parents[1]
+CONF = ROOT / "conf"
+SHARED = ROOT.parent / "shared"
+
+# A one-layer Transformer-XL on the WikiText mini: fast enough for end-to-end tests of the LM machinery.
+TINY_TXL = [
+    "experiment=txl_mini",
+    "model.n_layer=1",
+    "model.d_model=32",
+    "model.n_head=2",
+    "model.d_head=16",
+    "model.d_inner=64",
+    "model.mem_len=16",
+    "data.batch_size=4",
+    "data.tgt_len=16",
+    "data.eval_batch_size=4",
+    "data.eval_tgt_len=16",
+    "task.valid_overrides={}",
+    "task.test_overrides={mem_len: 32, same_length: true}",
+]
+
+
+def compose_config(overrides: list[str], run_dir: Path, config_name: str = "train") -> DictConfig:
+    """The config train.py would see for ``overrides``, writing into ``run_dir``; loggers off by default."""
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
+    HydraConfig.instance().set_config(cfg)
+    keys = [o.split("=")[0] for o in overrides]
+    with open_dict(cfg):
+        if "paths.output_dir" not in keys:
+            cfg.paths.output_dir = str(run_dir)
+        cfg.paths.log_dir = str(run_dir)
+        if "logger" not in keys:
+            cfg.logger = None
+        del cfg.hydra
+    return cfg
