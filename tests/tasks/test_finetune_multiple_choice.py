@@ -54,3 +54,24 @@ def test_accuracy_all_middle_high():
     assert abs(res["test/acc"] - 4 / 6) < 1e-6
     assert abs(res["test/acc_middle"] - 1 / 2) < 1e-6  # middle: questions 0 (right), 2 (wrong)
     assert abs(res["test/acc_high"] - 3 / 4) < 1e-6    # high: 1 (wrong), 3, 4, 5
+
+
+def test_race_mini_trains_and_beats_majority_letter(tmp_path):
+    from genlab.data.race import RaceDataModule
+    from genlab.tasks.optim import warmup_linear
+
+    pl.seed_everything(0)
+    dm = RaceDataModule(source="mini", cache_dir=str(tmp_path), vocab_size=2000, max_seq_len=128, max_qa_length=48,
+                        batch_size=8, eval_batch_size=25)
+    dm.setup("fit")
+    m = XLNetLMHeadModel(dm.model_overrides()["vocab_size"], n_layer=2, d_model=64, n_head=4, d_head=16, d_inner=128)
+    t = MultipleChoiceTask(m, functools.partial(AdamWeightDecay, lr=1e-3),
+                           functools.partial(warmup_linear, warmup_steps=40, max_steps=300))
+    tr = pl.Trainer(max_steps=300, logger=False, enable_checkpointing=False, accelerator="cpu",
+                    enable_progress_bar=False, enable_model_summary=False, gradient_clip_val=1.0,
+                    check_val_every_n_epoch=1000, num_sanity_val_steps=0)
+    tr.fit(t, dm)
+    acc = tr.test(t, dm, verbose=False)[0]["test/acc"]
+    labels = dm.data["test"].labels
+    majority = max((labels == c).mean() for c in range(4))
+    assert acc > majority + 0.08, (acc, majority)

@@ -180,7 +180,7 @@ SQUAD2_MINI = DatasetSpec("squad2_cloze_mini", ("train-v2.0.json", "dev-v2.0.jso
 def build_race_mini(root: Path, n_paragraphs: int = 500) -> None:
     """RACE folder/JSON layout with GENERATED labels: article = a Wikipedia paragraph, question = one of its
     sentences with the longest word blanked, options = that word + 3 long words taken from OTHER paragraphs (so a
-    reader that checks the options against the article can answer; answer letter rotates A-D). Paragraphs under
+    reader that checks the options against the article can answer; answer letters balanced A-D). Paragraphs under
     400 characters go to ``middle``, longer ones to ``high``."""
     from genlab.data.wiki_excerpt import excerpt_articles
 
@@ -193,7 +193,7 @@ def build_race_mini(root: Path, n_paragraphs: int = 500) -> None:
         question, answer, _ = cloze
         lower = para.lower()
         others = [w for w in pool[(i * 37) % len(pool):] + pool if w.lower() not in lower][:3]
-        k = i % 4
+        k = (7 * i + i // 10) % 4  # answer letter balanced within every split (splits take i mod 10)
         options = others[:k] + [answer] + others[k:]
         split = "dev" if i % 10 == 0 else "test" if i % 10 == 1 else "train"
         level = "middle" if len(para) < 400 else "high"
@@ -206,5 +206,5 @@ def build_race_mini(root: Path, n_paragraphs: int = 500) -> None:
                                       "generated, not human.\n", encoding="utf-8")
 
 
-RACE_MINI = DatasetSpec("race_cloze_mini", ("README.mini",), build_mini=build_race_mini, mini_version="3",
+RACE_MINI = DatasetSpec("race_cloze_mini", ("README.mini",), build_mini=build_race_mini, mini_version="4",
                         notes="RACE layout, cloze questions GENERATED from the gensim Wikipedia excerpt")
