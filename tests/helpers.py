@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
@@ -36,7 +37,11 @@ def compose_config(overrides: list[str], run_dir: Path, config_name: str = "trai
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
-    HydraConfig.instance().set_config(cfg)
+    with open_dict(cfg):  # what a real Hydra run fills in at start-up
+        cfg.hydra.runtime.cwd = str(ROOT)
+        cfg.hydra.runtime.output_dir = str(run_dir)
+    HydraConfig.instance().set_config(cfg)  # keeps its own reference: the hydra node must stay resolvable
+    cfg = copy.deepcopy(cfg)
     keys = [o.split("=")[0] for o in overrides]
     with open_dict(cfg):
         if "paths.output_dir" not in keys:
