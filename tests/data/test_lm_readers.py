@@ -1,6 +1,5 @@
 """Readers on small fixtures written in each benchmark's real format (TXL spec C17, §4.1; MoS §4)."""
 
-import io
 import zipfile
 from collections import Counter
 

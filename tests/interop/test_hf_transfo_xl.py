@@ -30,15 +30,6 @@ NAMES = sorted(p.name for p in FIXTURES.iterdir() if (p / "expected.pt").is_file
 SETTINGS = [(sl, cl) for sl in (False, True) for cl in (-1, 3)]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models: extra threads only spin on a loaded machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def _load(name: str, **overrides) -> tuple[TransformerXL, dict]:
     model = load_hf_checkpoint(FIXTURES / name, **overrides).eval()
     expected = torch.load(FIXTURES / name / "expected.pt", weights_only=True)

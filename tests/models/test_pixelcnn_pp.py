@@ -9,14 +9,6 @@ import torch
 from genlab.models.pixelcnn_pp import PixelCNNPP
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny convs: threads only add contention on the shared machine
-    yield
-    torch.set_num_threads(n)
-
-
 def tiny(**kw):
     torch.manual_seed(0)
     cfg = dict(in_channels=1, n_filters=4, n_resnet=1, n_mix=3, n_stages=2)

@@ -13,15 +13,6 @@ V = 50
 TINY = dict(n_layer=3, d_model=32, n_head=4, d_head=8, d_inner=64, dropout=0.0, dropatt=0.0)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """These models are tiny: extra threads only spin (10x the CPU time on a loaded 2-core machine)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def _model(seed: int = 0, spread: float = 0.3, **kw) -> TransformerXL:
     """fp64 eval model with large random weights so position and mask bugs show up."""
     torch.manual_seed(seed)

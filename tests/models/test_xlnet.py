@@ -15,15 +15,6 @@ V = 40
 TINY = dict(n_layer=2, d_model=32, n_head=2, d_head=16, d_inner=64, dropout=0.0, dropatt=0.0)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny tensors: one intra-op thread avoids OpenMP spin-wait stalls on a loaded 2-core machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def tiny(seed: int = 0, dtype=torch.float64, **kw) -> XLNetLMHeadModel:
     torch.manual_seed(seed)
     model = XLNetLMHeadModel(V, **{**TINY, **kw}).to(dtype).eval()

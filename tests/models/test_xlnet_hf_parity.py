@@ -14,15 +14,6 @@ B, T = 2, 7
 TOL = 1e-4
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny tensors: one intra-op thread avoids OpenMP spin-wait stalls on a loaded 2-core machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def make_pair(**kw):
     """Ours (random N(0, 0.3) weights, uniform empty rows like HF) and HF loaded with the same state dict."""
     torch.manual_seed(0)

@@ -13,15 +13,6 @@ from genlab.nn.mixture_of_softmaxes import MixtureHead, SoftmaxHead, build_head
 H, D, M, K = 12, 8, 30, 4
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Two OpenMP threads spin against each other on a shared 2-core machine; one thread is ~100x faster here."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def _heads():
     torch.manual_seed(0)
     return {

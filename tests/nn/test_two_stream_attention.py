@@ -12,15 +12,6 @@ from genlab.nn.two_stream_attention import relative_shift
 D, H, DH = 16, 2, 8
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny tensors: one intra-op thread avoids OpenMP spin-wait stalls on a loaded 2-core machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def naive_attention(attn, x, positions, cat, seg_q, seg_k, blocked, m, backward, clamp_len):
     """Per-pair distances M+i-j (negated for backward rows), explicit s_+/s_-, -1e30 masking, post-LN.
 

@@ -21,15 +21,6 @@ SYN = dict(vocab_size=40, n_topics=4, block=20, train_tokens=3000, valid_tokens=
 NO_DROP = dict(dropout=0.0, dropouth=0.0, dropouti=0.0, dropoute=0.0, dropoutl=0.0, wdrop=0.0)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Two OpenMP threads spin against each other on a shared 2-core machine; one thread is ~100x faster here."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def _model(**kw):
     base = dict(vocab_size=40, emsize=8, nhid=16, nhidlast=12, nlayers=2, head="mos", n_experts=3)
     base.update(kw)

@@ -7,21 +7,12 @@ from functools import partial
 import pytest
 import pytorch_lightning as pl
 import torch
-import torch.nn.functional as F
 
 from genlab.data.image_datamodule import SSLImageDataModule
 from genlab.errors import CheckpointError, ConfigError
 from genlab.models.bad_gan import BadGAN, MLPDiscriminator, MLPEncoder, MLPGenerator
 from genlab.tasks import gan_losses as L
 from genlab.tasks.bad_gan import BadGANTask, epoch_lr_factor
-
-
-@pytest.fixture
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)  # small MLPs: threads only add contention on the shared 2-core machine
-    yield
-    torch.set_num_threads(n)
 
 
 def k_plus_1(logits):
@@ -164,7 +155,7 @@ class GaussianDensity(torch.nn.Module):
         return -0.5 * ((x - self.mean) ** 2).flatten(1).sum(1)
 
 
-def test_ld_fires_only_after_start_and_with_probability_and_freezes_density(step_override, one_thread):
+def test_ld_fires_only_after_start_and_with_probability_and_freezes_density(step_override):
     torch.manual_seed(0)
     density = GaussianDensity()
     model = BadGAN(MLPDiscriminator(in_dim=16, hidden=(8,)), MLPGenerator(z_dim=4, hidden=(8,), out_dim=16))
@@ -266,7 +257,7 @@ class NaNAfter(SSLImageDataModule):
         return gen()
 
 
-def test_nan_loss_stops_cleanly_and_keeps_last_good_checkpoint(tmp_path, one_thread):
+def test_nan_loss_stops_cleanly_and_keeps_last_good_checkpoint(tmp_path):
     torch.manual_seed(0)
     model = digits_model()
     task = make_task(model, init_batches=2)
@@ -281,7 +272,7 @@ def test_nan_loss_stops_cleanly_and_keeps_last_good_checkpoint(tmp_path, one_thr
     assert all(torch.isfinite(p).all() for p in model.parameters())
 
 
-def test_short_digits_run_trains_and_reports(tmp_path, one_thread):
+def test_short_digits_run_trains_and_reports(tmp_path):
     torch.manual_seed(0)
     task = make_task(digits_model())
     dm = digits_dm(tmp_path)
@@ -306,7 +297,7 @@ def test_wrong_density_checkpoint_image_size(tmp_path):
 
 
 @pytest.mark.slow
-def test_mnist5k_bad_gan_beats_supervised_by_5_points(tmp_path, one_thread):
+def test_mnist5k_bad_gan_beats_supervised_by_5_points(tmp_path):
     """Spec §7 item 20 (one seed; experiments/bad_gan/ssl_gain.py runs several): FM bad GAN vs the same D trained
     on the 100 labels only, 1,400 iterations each, on the 5,000 real MNIST digits. ~15-30 min on a shared CPU."""
     errs = {}

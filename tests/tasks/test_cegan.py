@@ -23,14 +23,6 @@ from genlab.tasks import gan_losses as L
 from genlab.tasks.cegan import CEGANTask, choose_update, grid_softmax, histogram_on_grid, kl, make_canvas
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def softmax(a):
     e = np.exp(a - a.max())
     return e / e.sum()

@@ -9,7 +9,6 @@ import warnings
 
 import pytest
 import pytorch_lightning as pl
-import torch
 
 from genlab.data.squad import SquadDataModule
 from genlab.errors import ConfigError

@@ -161,7 +161,6 @@ class _Losses(pl.Callback):
 
 
 def _fit(task, dm, steps):
-    torch.set_num_threads(1)
     losses = _Losses()
     trainer = pl.Trainer(max_steps=steps, logger=False, enable_checkpointing=False, accelerator="cpu",
                          enable_progress_bar=False, enable_model_summary=False, callbacks=[losses],

@@ -27,7 +27,6 @@ def _plm_batch(ids, is_masked, n_predict, g):
 
 
 def _train(task, batches, steps, lr=3e-3):
-    torch.set_num_threads(1)
     opt = torch.optim.Adam(task.parameters(), lr=lr)
     losses = []
     for step in range(steps):

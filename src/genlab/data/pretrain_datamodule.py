@@ -29,7 +29,7 @@ from genlab.data.mlm_examples import mlm_labels, special_mask
 from genlab.data.permutation import local_perm, prediction_slots, sample_ranks, two_half_perm_mask
 from genlab.data.pretrain_corpus import PretrainCorpus, TokenStream, load_pretrain_corpus
 from genlab.data.xlnet_examples import SpanConfig, XLNetDataConfig, build_segments, example_rng
-from genlab.data.xlnet_examples import sample_example_targets, sample_targets, steps_per_pass, stream_rows
+from genlab.data.xlnet_examples import sample_example_targets, steps_per_pass, stream_rows
 from genlab.errors import ConfigError, DataError
 
 OBJECTIVES = ("plm", "dae", "mlm")

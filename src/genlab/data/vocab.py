@@ -15,7 +15,6 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 from itertools import repeat
-from pathlib import Path
 from typing import Iterable, Literal, Sequence
 
 import numpy as np
