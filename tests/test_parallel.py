@@ -128,9 +128,6 @@ def xlnet_losses(rank: int, world: int) -> list[float]:
     """FSDP2 (per-layer fully_shard via genlab.parallel) on XLNet outside Lightning, on the job's process group."""
     from torch.distributed.device_mesh import init_device_mesh
 
-    from genlab.models.xlnet import XLNetLayer, XLNetModel
-
-    XLNetModel.block_classes = (XLNetLayer,)  # the one-line change proposed for XLNetModel (worker process only)
     model = make_xlnet()
     parallelize(model, init_device_mesh("cpu", (world,)), activation_checkpointing=True)
     assert is_sharded(model)
@@ -265,19 +262,16 @@ def test_fsdp_strategy_defaults_to_pure_data_parallel():
     assert FSDP2Strategy(param_dtype=None).parallelize_options("bf16-mixed")["param_dtype"] is None
 
 
-def test_xlnet_needs_only_a_block_classes_attribute(monkeypatch):
-    """The one-line change proposed for XLNetModel (``block_classes = (XLNetLayer,)``): its layers are then
-    found, and activation checkpointing them keeps the two-stream outputs and gradients."""
-    from genlab.models.xlnet import XLNetLayer, XLNetLMHeadModel, XLNetModel
+def test_xlnet_blocks_are_found_and_checkpointing_keeps_outputs_and_gradients():
+    """XLNetModel declares ``block_classes = (XLNetLayer,)``: its layers are found, and activation checkpointing
+    them keeps the two-stream outputs and gradients."""
+    from genlab.models.xlnet import XLNetLMHeadModel
 
     def build():
         torch.manual_seed(0)
         return XLNetLMHeadModel(VOCAB, n_layer=2, d_model=32, n_head=2, d_head=16, d_inner=64, dropout=0.0,
                                 dropatt=0.0).double()
 
-    with pytest.raises(ConfigError):
-        find_blocks(build())  # as it is today
-    monkeypatch.setattr(XLNetModel, "block_classes", (XLNetLayer,), raising=False)
     ref, ckpt = build(), build()
     assert len(find_blocks(ckpt)) == 2
     parallelize(ckpt, None, activation_checkpointing=True)

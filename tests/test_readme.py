@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def quickstart_commands() -> list[str]:
     readme = (ROOT / "README.md").read_text()
     section = readme.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```bash\n(.+?)\n```", section, flags=re.S)
+    return [c.strip() for c in re.findall(r"```bash\n(.+?)\n\s*```", section, flags=re.S)]
 
 
 def test_quickstart_has_exactly_two_commands_and_ci_runs_the_second():

@@ -198,7 +198,7 @@ def _train(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
 def test_train_py_multirun_2x2x2_seeds_with_a_failed_trial_and_report(tmp_path):
     sweep = tmp_path / "sweep"
     result = _train(
-        tmp_path, "-m", "experiment=txl_mini", *TINY, CALLBACK, f"hydra.sweep.dir={sweep}",
+        tmp_path, "-m", "experiment=txl_mini", *TINY, f"hydra.sweep.dir={sweep}",
         "model.dropout=0.0,0.1", "data.batch_size=4,8", "seed=1,2",
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -210,7 +210,7 @@ def test_train_py_multirun_2x2x2_seeds_with_a_failed_trial_and_report(tmp_path):
     md = (sweep / "table.md").read_text()
     assert md.count("\n| 0.") == 2 and "data.batch_size=4" in md and (sweep / "table.png").exists()
 
-    failing = _train(tmp_path, "-m", "experiment=txl_mini", *TINY, CALLBACK, f"hydra.sweep.dir={tmp_path / 'bad'}",
+    failing = _train(tmp_path, "-m", "experiment=txl_mini", *TINY, f"hydra.sweep.dir={tmp_path / 'bad'}",
                      "data.batch_size=4,0")
     assert failing.returncode == 0, failing.stderr[-3000:]  # the failed trial did not stop the sweep
     s = json.loads((tmp_path / "bad" / "multirun_summary.json").read_text())

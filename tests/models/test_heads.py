@@ -11,11 +11,12 @@ from genlab.models.bert import BertForPretraining
 from genlab.models.heads import ClassificationHead, MultipleChoiceHead, SpanHead
 from genlab.models.xlnet import XLNetLMHeadModel
 
-torch.set_default_dtype(torch.float64)
 
 
 @pytest.fixture(autouse=True)
-def _fp32_after():
+def _fp64():
+    """Parity in fp64, for this file's tests only (a module-level switch would leak into every other file)."""
+    torch.set_default_dtype(torch.float64)
     yield
     torch.set_default_dtype(torch.float32)
 
