@@ -9,6 +9,9 @@ The speed-up should grow with l (the seed reports 363x at l=800 ... 1,874x at l=
 
     python experiments/perf/txl_eval_speed.py                      # l = 128, 256, 512, 1024
     python experiments/perf/txl_eval_speed.py --lengths 128 256 --threads 2
+
+It then prints the training throughput (tokens/s, forward + backward + Adam step with clipping) of the default
+job, ``experiment=txl_mini``, on its own data (``--train-steps`` steps after 3 warm-up steps).
 """
 
 from __future__ import annotations
@@ -60,6 +63,35 @@ def txl_per_token(length: int, stream: torch.Tensor, args: argparse.Namespace) -
     return (CLOCK[0]() - start) / (args.txl_segments * L)
 
 
+def txl_mini_training_throughput(steps: int) -> tuple[float, int]:
+    """Tokens/s of txl_mini's real model, task and data (the objects train.py builds), timed on ``CLOCK``."""
+    from pathlib import Path
+
+    from hydra import compose, initialize_config_dir
+
+    from genlab.cli import build
+
+    conf = Path(__file__).resolve().parents[2] / "conf"
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        cfg = compose("train", overrides=["experiment=txl_mini", "paths.output_dir=/tmp/genlab-perf"])
+    datamodule = build.build_data(cfg.data)
+    task = build.build_task(cfg, datamodule)
+    optimizer = task.configure_optimizers()["optimizer"]
+    batches, memory, tokens, start = iter(datamodule.train_dataloader()), None, 0, 0.0
+    for step in range(steps + 3):
+        if step == 3:
+            tokens, start = 0, CLOCK[0]()
+        batch = next(batches)
+        out = task(batch["input_ids"], batch["target"], memory)
+        memory = [m.detach() for m in out.memory]
+        out.nll.mean().backward()
+        torch.nn.utils.clip_grad_norm_(task.parameters(), cfg.trainer.gradient_clip_val)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        tokens += batch["target"].numel()
+    return tokens / (CLOCK[0]() - start), task.model.num_parameters()
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--lengths", type=int, nargs="+", default=[128, 256, 512, 1024])
@@ -73,6 +105,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--clock", choices=["cpu", "wall"], default="cpu",
                    help="cpu: process CPU time (default; fair on a shared machine); wall: perf_counter")
+    p.add_argument("--train-steps", type=int, default=20, help="timed txl_mini training steps (0: skip)")
     args = p.parse_args()
     CLOCK[0] = time.process_time if args.clock == "cpu" else time.perf_counter
     torch.set_num_threads(args.threads)
@@ -88,6 +121,10 @@ def main() -> None:
         ratio = v / x
         print(f"| {length} | {v * 1e3:.3f} | {x * 1e3:.4f} | {ratio:.1f}x | {ratio / length:.2f} | "
               f"{'yes' if ratio >= 0.3 * length else 'no'} |", flush=True)
+    if args.train_steps > 0:
+        rate, params = txl_mini_training_throughput(args.train_steps)
+        print(f"\ntxl_mini training ({params:,} parameters, {args.threads} thread(s), {args.clock} clock): "
+              f"{rate:,.0f} tokens/s")
 
 
 if __name__ == "__main__":
