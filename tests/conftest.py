@@ -6,12 +6,23 @@ import os
 
 import pytest
 import torch
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
 
 from helpers import compose_config
 
 torch.set_num_threads(1)  # pytest -n 2 runs one worker per core; more threads only oversubscribe
 os.environ.setdefault("WANDB_MODE", "disabled")
 os.environ.setdefault("GENLAB_OFFLINE", "1")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_hydra_state():
+    """Hydra keeps its config in process-wide singletons; a test must not see the previous test's run."""
+    yield
+    HydraConfig.instance().cfg = None
+    GlobalHydra.instance().clear()
+    torch.set_default_dtype(torch.float32)
 
 
 @pytest.fixture

@@ -110,6 +110,7 @@ def test_resumed_run_continues_the_same_id(tmp_path):
     first = make_wandb_logger("genlab", "g", None, [], str(tmp_path))
     rid = first.experiment.id
     finish_wandb()
+    time.sleep(1.1)  # W&B names offline folders by the second: two sessions in one second would share a folder
     second = make_wandb_logger("genlab", "g", None, [], str(tmp_path))
     assert second.experiment.id == rid
     assert len(list((tmp_path / "wandb").glob(f"offline-run-*-{rid}"))) == 2  # one folder per session, same id
