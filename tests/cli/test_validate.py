@@ -39,3 +39,8 @@ def test_unimportable_target_is_named(compose_cfg):
     cfg.model._target_ = "genlab.models.nope.Model"
     with pytest.raises(ConfigError, match="model._target_"):
         validate_config(cfg)
+
+
+def test_debug_presets_win_over_the_experiment(compose_cfg):
+    cfg = compose_cfg(["experiment=txl_mini", "debug=limit"])
+    assert cfg.trainer.max_steps == 20 and cfg.trainer.val_check_interval == 10
