@@ -182,6 +182,10 @@ class BertForPretraining(nn.Module):
         if d_model % n_head:
             raise ConfigError(f"model.d_model={d_model} must be divisible by model.n_head={n_head}.")
         self.n_layer, self.d_model, self.max_position, self.init_std = n_layer, d_model, max_position, init_std
+        # constructor sizes, for checkpoint import/export (genlab.interop.hf_bert) and architecture checks
+        self.arch = dict(vocab_size=vocab_size, n_layer=n_layer, d_model=d_model, n_head=n_head, d_inner=d_inner,
+                         max_position=max_position, type_vocab_size=type_vocab_size, dropout=dropout,
+                         dropatt=dropatt, layer_norm_eps=layer_norm_eps, init_std=init_std)
         self.bert = BertBackbone(vocab_size, n_layer, d_model, n_head, d_inner, max_position, type_vocab_size,
                                  dropout, dropatt, layer_norm_eps)
         self.cls = BertPretrainingHeads(d_model, vocab_size, layer_norm_eps)
