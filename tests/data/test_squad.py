@@ -93,10 +93,10 @@ def test_postprocess_best_span_offbyone_and_null_min(dm):
     para = feats.paragraphs[0]
     n = len(para.ids)
     def first(w):
-        return para.char_start.index(ctx.index(w))
+        return int(np.flatnonzero(para.char_start == ctx.index(w))[0])
 
     def last(w):
-        return len(para.char_end) - 1 - para.char_end[::-1].index(ctx.index(w) + len(w))
+        return int(np.flatnonzero(para.char_end == ctx.index(w) + len(w))[-1])
 
     res = {"start_top_log_probs": np.array([[-0.1, -0.2]]), "start_top_index": np.array([[n - 1, first("beta")]]),
            "end_top_log_probs": np.array([[-0.1, -0.2, -0.3, -0.9]]),

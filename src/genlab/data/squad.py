@@ -7,10 +7,9 @@ token types); ``p_mask`` 1 for question, both ``<sep>`` and padding; ``cls_index
 Training labels: the answer's piece span when it lies fully inside the window, else start = end = ``cls_index``
 and ``is_impossible`` = 1.
 
-Character alignment: the paragraph is split on whitespace and each word is encoded on its own (SentencePiece
-never merges across whitespace), so every piece knows its word's character span; inside a word, pieces take
-consecutive slices by their normalised length. This replaces the official LCS alignment; it is exact at word
-boundaries, which is where SQuAD answers start and end in all but rare cases.
+Character alignment (genlab.data.squad_align): the whole paragraph is encoded once and its pieces are aligned
+to the raw characters by the official longest-common-subsequence match, so normalisation differences (repeated
+spaces, ``````/``''``, accents, NFKC forms, unknown pieces) still give every piece its exact raw span.
 
 An answer whose text does not equal ``context[answer_start : answer_start + len(text)]`` is a warning: it is
 counted (``SquadData.bad_answers``) and the training question skipped, as the official preprocessing does.
@@ -31,11 +30,12 @@ from torch.utils.data import DataLoader, Dataset
 
 from genlab.data.pretrain_corpus import PieceTokenizer, train_tokenizer
 from genlab.data.sources import DEFAULT_CACHE, DatasetSpec, locate
+from genlab.data.squad_align import UNK_CHAR, Paragraph, align_pieces, char_to_piece_span  # noqa: F401 (re-export)
 from genlab.errors import DataError
 from genlab.utils import atomic_write, stable_hash
 
 log = logging.getLogger(__name__)
-CLS_ID, SEP_ID, PAD_ID = 3, 4, 5  # SQuAD pads with <pad> (official run_squad)
+UNK_ID, CLS_ID, SEP_ID, PAD_ID = 0, 3, 4, 5  # SQuAD pads with <pad> (official run_squad)
 
 
 @dataclass
@@ -67,35 +67,12 @@ def read_squad(path: Path) -> tuple[list[dict], list[SquadExample]]:
 
 
 # ------------------------------------------------------------------------------------------------ alignment
-@dataclass
-class Paragraph:
-    ids: list[int]
-    char_start: list[int]  # character span of each piece in the original context
-    char_end: list[int]
-
-
 def tokenize_paragraph(context: str, tok) -> Paragraph:
-    ids, starts, ends = [], [], []
-    pos = 0
-    for word in context.split():
-        w0 = context.index(word, pos)
-        pos = w0 + len(word)
-        pieces = tok.encode(word)
-        lengths = [len(tok.sp.id_to_piece(i).lstrip("\u2581")) for i in pieces]  # a lone "▁" is zero-width
-        c = w0
-        for k, (i, n) in enumerate(zip(pieces, lengths)):
-            end = pos if k == len(pieces) - 1 else min(pos, c + n)
-            ids.append(i)
-            starts.append(c)
-            ends.append(end)
-            c = end
+    """Pieces of the whole paragraph with their raw character spans (LCS alignment)."""
+    ids = tok.encode(context)
+    pieces = [UNK_CHAR if i == UNK_ID else tok.pieces[i] for i in ids]
+    starts, ends = align_pieces(context, pieces, lower=getattr(tok, "lower", False))
     return Paragraph(ids, starts, ends)
-
-
-def char_to_piece_span(p: Paragraph, start: int, end: int) -> tuple[int, int] | None:
-    """Pieces covering characters [start, end); None if the span covers no piece."""
-    inside = [i for i, (s, e) in enumerate(zip(p.char_start, p.char_end)) if e > start and s < end]
-    return (inside[0], inside[-1]) if inside else None
 
 
 # ------------------------------------------------------------------------------------------------ windows
@@ -113,14 +90,17 @@ def doc_windows(n_tokens: int, max_tokens: int, stride: int) -> list[tuple[int, 
 
 def max_context(spans: list[tuple[int, int]], w: int, pos: int) -> bool:
     """Whether window ``w`` gives piece ``pos`` the most context: max of min(left, right) + 0.01 · length."""
-    best, best_w = None, None
-    for i, (s, n) in enumerate(spans):
-        if not s <= pos < s + n:
-            continue
-        score = min(pos - s, s + n - 1 - pos) + 0.01 * n
-        if best is None or score > best:
-            best, best_w = score, i
-    return best_w == w
+    return bool(best_windows(spans, pos + 1)[pos] == w)
+
+
+def best_windows(spans: list[tuple[int, int]], n_tokens: int) -> np.ndarray:
+    """For every paragraph piece, the window with the most context (ties keep the first window), vectorised."""
+    starts = np.array([s for s, _ in spans])[:, None]
+    lengths = np.array([n for _, n in spans])[:, None]
+    pos = np.arange(n_tokens)[None, :]
+    inside = (pos >= starts) & (pos < starts + lengths)
+    score = np.minimum(pos - starts, starts + lengths - 1 - pos) + 0.01 * lengths
+    return np.argmax(np.where(inside, score, -np.inf), axis=0)
 
 
 @dataclass
@@ -169,6 +149,7 @@ def build_features(examples: list[SquadExample], tok, max_seq_len: int = 512, do
             raise DataError(f"data.max_seq_len={max_seq_len} leaves no room for the paragraph after a "
                             f"{len(q)}-piece question; raise it or lower data.max_query_length.")
         spans = doc_windows(len(para.ids), max_tokens, doc_stride)
+        best = best_windows(spans, len(para.ids))
         for w, (s, n) in enumerate(spans):
             ids = para.ids[s:s + n] + [SEP_ID] + q + [SEP_ID] + [CLS_ID]
             seg = [0] * (n + 1) + [seg_q] * (len(q) + 1) + [seg_cls]
@@ -189,7 +170,7 @@ def build_features(examples: list[SquadExample], tok, max_seq_len: int = 512, do
             cols["imp"].append(imp)
             cols["ex"].append(ei)
             windows.append({"offset": s, "length": n,
-                            "max_context": [max_context(spans, w, s + j) for j in range(n)]})
+                            "max_context": best[s:s + n] == w})
 
     def arr(key: str, dtype=np.int64) -> np.ndarray:
         shape = (len(cols[key]), max_seq_len) if key in ("ids", "seg", "mask", "p") else (len(cols[key]),)
