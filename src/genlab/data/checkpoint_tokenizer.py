@@ -1,0 +1,79 @@
+"""The tokenizer that belongs to a pretrained checkpoint, for finetuning data (``data.tokenizer=<path>``).
+
+``path`` may be a SentencePiece ``.model`` (ours or XLNet's ``spiece.model``), a BERT ``vocab.txt``, or a checkpoint
+folder holding one of them (an HF ``xlnet-base-cased`` / ``bert-base-uncased`` folder, or a genlab export). The
+folder's ``tokenizer_config.json`` decides lower-casing (``do_lower_case``), as the checkpoint was pretrained; it
+overrides ``data.lower``. Every tokenizer returned has ``encode``, ``vocab_size`` and ``identity``;
+:func:`special_ids` gives the ids an input layout must use instead of XLNet's fixed ones (none for SentencePiece,
+whose ``<cls>``/``<sep>`` ids are fixed; ``[CLS]``/``[SEP]``/``[PAD]`` of the vocabulary for WordPiece).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Protocol
+
+from genlab.data.pretrain_corpus import PieceTokenizer
+from genlab.data.wordpiece_tokenizer import WordPieceTokenizer
+from genlab.errors import DataError
+
+SENTENCEPIECE, WORDPIECE = "spiece.model", "vocab.txt"
+
+
+class FinetuneTokenizer(Protocol):
+    vocab_size: int
+    identity: str
+
+    def encode(self, text: str) -> list[int]: ...
+
+
+def special_ids(tokenizer: FinetuneTokenizer) -> dict[str, int]:
+    """``cls_id``/``sep_id``/``pad_id`` overrides for the input layouts; empty = keep XLNet's fixed ids."""
+    if isinstance(tokenizer, WordPieceTokenizer):
+        return {"cls_id": tokenizer.cls_id, "sep_id": tokenizer.sep_id, "pad_id": tokenizer.pad_id}
+    return {}
+
+
+def tokenizer_file(path: str | os.PathLike) -> Path | None:
+    """The tokenizer file of a checkpoint folder (or the file itself); None when a folder has none."""
+    path = Path(path).expanduser()
+    if path.is_file():
+        return path
+    for name in (SENTENCEPIECE, WORDPIECE):
+        if (path / name).is_file():
+            return path / name
+    models = sorted(path.glob("*.model")) if path.is_dir() else []
+    return models[0] if len(models) == 1 else None
+
+
+def _lower_from_config(file: Path, default: bool) -> bool:
+    config = file.parent / "tokenizer_config.json"
+    if not config.is_file():
+        return default
+    try:
+        return bool(json.loads(config.read_text(encoding="utf-8")).get("do_lower_case", default))
+    except ValueError as err:
+        raise DataError(f"{config} is not valid JSON ({err}); restore the checkpoint's file.") from err
+
+
+def load_tokenizer(path: str | os.PathLike, lower: bool = False) -> FinetuneTokenizer:
+    """The checkpoint's tokenizer (see the module docstring); ``lower`` applies when the checkpoint says nothing."""
+    file = tokenizer_file(path)
+    if file is None:
+        raise DataError(f"data.tokenizer={path}: no tokenizer there; give a SentencePiece .model, a BERT vocab.txt, "
+                        f"or a checkpoint folder containing {SENTENCEPIECE} or {WORDPIECE}.")
+    if file.suffix == ".model":
+        return PieceTokenizer(file, _lower_from_config(file, lower))
+    if file.suffix == ".txt":
+        return WordPieceTokenizer(file)
+    raise DataError(f"data.tokenizer={path}: {file.name} is neither a SentencePiece .model nor a WordPiece vocab.txt.")
+
+
+def checkpoint_identity(path: str | os.PathLike) -> str | None:
+    """Identity of the tokenizer shipped with a checkpoint folder (None when it ships none)."""
+    folder = Path(path).expanduser()
+    folder = folder if folder.is_dir() else folder.parent
+    file = tokenizer_file(folder)
+    return None if file is None else load_tokenizer(file).identity

@@ -1,0 +1,100 @@
+"""BERT WordPiece tokenisation of a published checkpoint (``vocab.txt`` + ``tokenizer_config.json``).
+
+The algorithm is the ``tokenizers`` library's (BERT normaliser: clean text, CJK spacing, optional accent strip and
+lower-casing; BERT pre-tokeniser: whitespace and punctuation; greedy longest-match WordPiece with ``##``
+continuations), configured exactly as Hugging Face's ``BertTokenizer`` from the checkpoint's own settings, so ids
+equal those the checkpoint was pretrained with. Special tokens written in text (``[MASK]`` ...) stay one token,
+as in Hugging Face. ``identity`` hashes the vocabulary and the normalisation flags, so a finetuning run can
+refuse text tokenised differently from the checkpoint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from genlab.errors import DataError
+
+CONFIG = "tokenizer_config.json"
+SPECIALS = {"unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]", "pad_token": "[PAD]",
+            "mask_token": "[MASK]"}
+
+
+def _token(value: Any, default: str) -> str:
+    """Special tokens are plain strings or (older configs) AddedToken dicts with a ``content`` field."""
+    if isinstance(value, dict):
+        value = value.get("content")
+    return value if isinstance(value, str) else default
+
+
+def read_settings(vocab_file: Path) -> dict[str, Any]:
+    """Normalisation flags and special tokens from the ``tokenizer_config.json`` next to ``vocab_file``, with
+    Hugging Face's ``BertTokenizer`` defaults for what it does not say."""
+    config_path = vocab_file.parent / CONFIG
+    config: dict[str, Any] = {}
+    if config_path.is_file():
+        try:
+            config = json.loads(config_path.read_text(encoding="utf-8"))
+        except ValueError as err:
+            raise DataError(f"{config_path} is not valid JSON ({err}); restore the checkpoint's file.") from err
+    settings = {"do_lower_case": bool(config.get("do_lower_case", True)),
+                "strip_accents": config.get("strip_accents"),
+                "tokenize_chinese_chars": bool(config.get("tokenize_chinese_chars", True))}
+    settings.update({name: _token(config.get(name), default) for name, default in SPECIALS.items()})
+    return settings
+
+
+class WordPieceTokenizer:
+    """``encode(text) -> ids`` without special tokens; ``cls_id``/``sep_id``/``pad_id``/``mask_id``/``unk_id``;
+    ``vocab_size``; ``identity``. ``overrides`` replace settings read from the config (tests, odd folders)."""
+
+    def __init__(self, vocab_file: str | os.PathLike, **overrides: Any) -> None:
+        try:
+            from tokenizers import Tokenizer, normalizers, pre_tokenizers
+            from tokenizers.models import WordPiece
+        except ImportError as err:
+            raise DataError("WordPiece (BERT vocab.txt) tokenisation needs the 'tokenizers' package: "
+                            "pip install 'tokenizers>=0.15' (it comes with transformers).") from err
+        self.vocab_file = Path(vocab_file)
+        if not self.vocab_file.is_file():
+            raise DataError(f"WordPiece vocabulary {self.vocab_file} does not exist; point data.tokenizer at the "
+                            "checkpoint folder holding vocab.txt.")
+        raw = self.vocab_file.read_bytes()
+        vocab: dict[str, int] = {}
+        for i, line in enumerate(raw.decode("utf-8").split("\n")):
+            token = line.rstrip("\r")
+            if token or i < raw.count(b"\n"):
+                vocab[token] = i  # as Hugging Face's load_vocab: id = line number, a repeated token keeps the last
+        self.settings = {**read_settings(self.vocab_file), **overrides}
+        s = self.settings
+        missing = [s[name] for name in SPECIALS if s[name] not in vocab]
+        if missing:
+            raise DataError(f"WordPiece vocabulary {self.vocab_file} lacks the special tokens {missing}; it is not a "
+                            "BERT vocab.txt (or tokenizer_config.json names other special tokens).")
+        self._tok = Tokenizer(WordPiece(vocab, unk_token=s["unk_token"], max_input_chars_per_word=100))
+        self._tok.normalizer = normalizers.BertNormalizer(
+            clean_text=True, handle_chinese_chars=s["tokenize_chinese_chars"], strip_accents=s["strip_accents"],
+            lowercase=s["do_lower_case"])
+        self._tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        self._tok.add_special_tokens([s[name] for name in SPECIALS])
+        self._vocab_size = max(vocab.values()) + 1
+        self.lower = s["do_lower_case"]
+        self.unk_id, self.cls_id, self.sep_id, self.pad_id, self.mask_id = (vocab[s[n]] for n in SPECIALS)
+        flags = json.dumps({k: s[k] for k in sorted(s)}, sort_keys=True).encode()
+        self.identity = "wordpiece-" + hashlib.sha256(raw + b"\0" + flags).hexdigest()[:16]
+
+    @property
+    def vocab_size(self) -> int:
+        return self._vocab_size
+
+    def encode(self, text: str) -> list[int]:
+        return self._tok.encode(text, add_special_tokens=False).ids
+
+    def encode_pieces(self, text: str) -> list[str]:
+        return self._tok.encode(text, add_special_tokens=False).tokens
+
+    def decode(self, ids: list[int]) -> str:
+        return self._tok.decode(list(map(int, ids)))
