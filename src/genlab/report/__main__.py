@@ -44,7 +44,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def collect_wandb(project: str, group: str) -> list[RunResult]:
     """Runs of one W&B group as RunResults (config is the flat config our logger stores; tags carry overrides)."""
-    from genlab.callbacks.wandb import is_logged_in
+    from genlab.callbacks.wandb import MAX_TAG_LEN, is_logged_in
 
     if not is_logged_in():
         raise ReportError("--wandb-group needs a W&B login (`wandb login`); or pass the local sweep directories")
@@ -53,7 +53,8 @@ def collect_wandb(project: str, group: str) -> list[RunResult]:
     states = {"finished": "finished", "failed": "failed", "crashed": "failed", "killed": "failed"}
     out = []
     for run in wandb.Api(timeout=60).runs(project, filters={"group": group}):
-        tags = [t.split("=", 1) for t in run.tags if "=" in t]
+        # A tag at W&B's length limit may have been cut: its value then comes from the flat config instead.
+        tags = [t.split("=", 1) for t in run.tags if "=" in t and len(t) < MAX_TAG_LEN]
         overrides = {k: v for k, v in tags if k != "experiment"}
         summary = {k: v for k, v in run.summary.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
         r = RunResult(
@@ -67,7 +68,10 @@ def collect_wandb(project: str, group: str) -> list[RunResult]:
         r._config = dict(run.config)
         out.append(r)
     if not out:
-        raise ReportError(f"W&B group {group!r} in project {project!r} has no runs")
+        raise ReportError(
+            f"W&B group {group!r} in project {project!r} has no runs; check the group name (<experiment>-<sweep dir "
+            "name>) and --wandb-project <entity>/<project>"
+        )
     return out
 
 

@@ -97,7 +97,7 @@ def build_table(
     ``metric`` defaults to the runs' monitor. A key may be any override or config key (dotted), or ``experiment``.
     """
     cols = list(cols or [])
-    aggregate = {"mean": "mean_std", "mean+-std": "mean_std"}.get(aggregate, aggregate)
+    aggregate = _aggregate(aggregate)
     if aggregate not in AGGREGATES:
         raise ReportError(f"--agg {aggregate!r} is not one of {AGGREGATES}")
     if not runs:
@@ -126,8 +126,9 @@ def build_table(
 
     cells: dict[tuple[tuple[str, ...], tuple[str, ...]], Cell] = {}
     for r in runs:
-        row = tuple(str(r.value_of(k)) for k in rows)
-        col = tuple(str(r.value_of(k)) for k in cols)
+        # A key a run's config lacks reads as null, as an entry of reference.yaml that leaves it out (or sets null).
+        row = tuple(_as_key(r.value_of(k)) for k in rows)
+        col = tuple(_as_key(r.value_of(k)) for k in cols)
         cell = cells.setdefault((row, col), Cell([]))
         value = r.metric(metric) if r.status == "finished" else None
         if value is None:
@@ -161,8 +162,13 @@ def _note_seed_counts(table: Table) -> None:
 # ---- reference numbers -------------------------------------------------------------------------------------------
 
 
+LAYOUT = "a mapping with `rows:`/`cols:` (lists of keys) and a `values:` list of {<key>: <value>, ..., value: <number>}"
+
+
 def load_reference(path: str | Path) -> dict[str, Any]:
-    """Read an experiments/<table>/reference.yaml (see experiments/README.md for the format)."""
+    """Read an experiments/<table>/reference.yaml (see experiments/README.md for the format), checking its layout:
+    `values` is a list (empty when the seed has no comparable number) whose entries carry a number and every
+    row/column key, so each one can match a cell."""
     path = Path(path)
     try:
         ref = yaml.safe_load(path.read_text())
@@ -170,9 +176,33 @@ def load_reference(path: str | Path) -> dict[str, Any]:
         raise ReportError(f"reference file {path} does not exist; fix --reference") from e
     except yaml.YAMLError as e:
         raise ReportError(f"{path} is not valid YAML: {e}") from e
-    if not isinstance(ref, dict) or not isinstance(ref.get("values", []), list):
-        raise ReportError(f"{path}: expected a mapping with a `values:` list of {{<key>: <value>, value: <number>}}")
+    if not isinstance(ref, dict) or not isinstance(ref.get("values"), list):
+        raise ReportError(f"{path}: no `values:` list; expected {LAYOUT} (see experiments/README.md)")
+    keys = []
+    for name in ("rows", "cols"):
+        ks = ref.get(name, [])
+        if not isinstance(ks, list) or not all(isinstance(k, str) for k in ks):
+            raise ReportError(f"{path}: `{name}:` must be a list of config keys, got {ks!r}")
+        keys += ks
+    if not keys and ref["values"]:
+        raise ReportError(f"{path}: set `rows:` (and/or `cols:`) to the keys that select each entry of `values:`")
+    if ref.get("aggregate") is not None and _aggregate(ref["aggregate"]) not in AGGREGATES:
+        raise ReportError(f"{path}: aggregate {ref['aggregate']!r} is not one of {AGGREGATES}")
+    for i, entry in enumerate(ref["values"]):
+        if not isinstance(entry, dict):
+            raise ReportError(f"{path}: values[{i}] is {entry!r}; expected {{<key>: <value>, ..., value: <number>}}")
+        v = entry.get("value")
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ReportError(f"{path}: values[{i}] needs a numeric `value:` (got {v!r})")
+        missing = [k for k in keys if k not in entry]
+        if missing:
+            raise ReportError(f"{path}: values[{i}] does not name {missing}; give every row/column key "
+                              "(null where a run's config lacks it)")
     return ref
+
+
+def _aggregate(name: str) -> str:
+    return {"mean": "mean_std", "mean+-std": "mean_std"}.get(name, name)
 
 
 def attach_reference(table: Table, reference: dict[str, Any]) -> int:
