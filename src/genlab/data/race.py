@@ -101,7 +101,8 @@ class _RaceDataset(Dataset):
 
 
 class RaceDataModule(pl.LightningDataModule):
-    """RACE from ``data.path`` or the generated cloze mini; validation = dev, test = test (both middle + high)."""
+    """RACE from ``data.path``, the download tier (RACE.tar.gz, sha256 checked) or the generated cloze mini;
+    validation = dev, test = test (both middle + high)."""
 
     def __init__(self, source: str = "path", path: str | None = None, cache_dir: str | None = None,
                  tokenizer: str | None = None, vocab_size: int = 32000, lower: bool = False, layout: str = "xlnet",
@@ -120,7 +121,9 @@ class RaceDataModule(pl.LightningDataModule):
             from genlab.data.finetune_minis import RACE_MINI
 
             return RACE_MINI
-        return DatasetSpec("race", (), homepage="https://www.cs.cmu.edu/~glai1/data/race/")
+        from genlab.data.finetune_sources import race_spec
+
+        return race_spec(download=self.source == "download")
 
     def model_overrides(self) -> dict[str, Any]:
         return {"vocab_size": self.tokenizer.vocab_size}

@@ -11,8 +11,9 @@ Character alignment (genlab.data.squad_align): the whole paragraph is encoded on
 to the raw characters by the official longest-common-subsequence match, so normalisation differences (repeated
 spaces, ``````/``''``, accents, NFKC forms, unknown pieces) still give every piece its exact raw span.
 
-An answer whose text does not equal ``context[answer_start : answer_start + len(text)]`` is a warning: it is
-counted (``SquadData.bad_answers``) and the training question skipped, as the official preprocessing does.
+An answer whose text does not equal ``context[answer_start : answer_start + len(text)]`` (or that has no usable
+offset, or an answerable question with no answer) is a warning: it is counted (``SquadDataModule.bad_answers``)
+and the training question skipped, as the official preprocessing does.
 """
 
 from __future__ import annotations
@@ -57,12 +58,17 @@ def read_squad(path: Path) -> tuple[list[dict], list[SquadExample]]:
     except (json.JSONDecodeError, KeyError, UnicodeDecodeError) as err:
         raise DataError(f"{path} is not a SQuAD JSON file (data[].paragraphs[].qas[]): {err}") from err
     out = []
-    for article in data:
-        for para in article["paragraphs"]:
-            for qa in para["qas"]:
-                impossible = bool(qa.get("is_impossible", False))
-                out.append(SquadExample(qa["id"], qa["question"], para["context"],
-                                        [] if impossible else list(qa.get("answers", [])), impossible))
+    for a, article in enumerate(data):
+        try:
+            for para in article["paragraphs"]:
+                for qa in para["qas"]:
+                    impossible = bool(qa.get("is_impossible", False))
+                    out.append(SquadExample(qa["id"], qa["question"], para["context"],
+                                            [] if impossible else list(qa.get("answers", [])), impossible))
+        except (KeyError, TypeError) as err:
+            raise DataError(f"{path}: article {a} ({article.get('title', '?') if isinstance(article, dict) else '?'})"
+                            f" lacks {err} -- every paragraph needs 'context' and 'qas', every question 'id' and "
+                            "'question'. Fix the file or use the official one.") from err
     return data, out
 
 
@@ -103,6 +109,20 @@ def best_windows(spans: list[tuple[int, int]], n_tokens: int) -> np.ndarray:
     return np.argmax(np.where(inside, score, -np.inf), axis=0)
 
 
+def _answer_problem(ex: SquadExample) -> str | None:
+    """Why the first gold answer of a training question cannot be used (None when it can)."""
+    if not ex.answers:
+        return "no answers and not marked is_impossible"
+    a = ex.answers[0]
+    try:
+        start, text = int(a["answer_start"]), str(a["text"])
+    except (KeyError, TypeError, ValueError):
+        return f"answer {a!r} lacks an integer answer_start or a text"
+    if ex.context[start:start + len(text)] != text:
+        return f"answer {text!r} does not match context at offset {start}"
+    return None
+
+
 @dataclass
 class SquadFeatures:
     """Arrays over windows plus what post-processing needs to go back to text."""
@@ -134,15 +154,13 @@ def build_features(examples: list[SquadExample], tok, max_seq_len: int = 512, do
         q = tok.encode(ex.question)[:max_query_length]
         span = None
         if training and not ex.is_impossible:
-            if not ex.answers:
-                raise DataError(f"SQuAD question {ex.qid} has no answers and is not marked is_impossible.")
+            problem = _answer_problem(ex)
+            if problem:
+                bad += 1
+                log.warning("SQuAD question %s: %s; skipped", ex.qid, problem)
+                continue
             a = ex.answers[0]
             start, text = int(a["answer_start"]), a["text"]
-            if ex.context[start:start + len(text)] != text:
-                bad += 1
-                log.warning("SQuAD question %s: answer %r does not match context at offset %d; skipped",
-                            ex.qid, text, start)
-                continue
             span = char_to_piece_span(para, start, start + len(text))
         max_tokens = max_seq_len - len(q) - 3
         if max_tokens <= 0:
@@ -251,19 +269,26 @@ class _FeatureDataset(Dataset):
 
 
 class SquadDataModule(pl.LightningDataModule):
-    """SQuAD ``version`` 1.1 or 2.0 from ``data.path`` (official file names) or the offline cloze minis.
-    Validation and test both run on the dev file (the test set is hidden); the task post-processes the windows
-    with :func:`postprocess` and scores with genlab.metrics.squad_eval."""
+    """SQuAD ``version`` 1.1 or 2.0 from ``data.path`` (official file names), the download tier or the offline
+    cloze minis. Validation and test both run on the dev file (the test set is hidden); the task post-processes
+    the windows with :func:`postprocess` and scores with genlab.metrics.squad_eval.
+
+    ``eval_version`` (default: ``version``) picks the dev set that is scored, from ``eval_path`` (default
+    ``path``): ``version=2.0 eval_version=1.1`` is the seeds' SQuAD 1.1 protocol -- the model finetuned on 2.0
+    data answers the 1.1 dev questions with its best non-null span (``dev_version`` tells the task)."""
 
     def __init__(self, version: str = "2.0", source: str = "path", path: str | None = None,
                  cache_dir: str | None = None, tokenizer: str | None = None, vocab_size: int = 32000,
                  lower: bool = False, layout: str = "xlnet", max_seq_len: int = 512, doc_stride: int = 128,
                  max_query_length: int = 64, batch_size: int = 48, eval_batch_size: int = 64,
-                 num_workers: int = 0) -> None:
+                 num_workers: int = 0, eval_version: str | None = None, eval_path: str | None = None) -> None:
         super().__init__()
-        if version not in ("1.1", "2.0"):
-            raise DataError(f"data.version={version!r} must be '1.1' or '2.0'.")
+        for key, v in (("version", version), ("eval_version", eval_version or version)):
+            if v not in ("1.1", "2.0"):
+                raise DataError(f"data.{key}={v!r} must be '1.1' or '2.0'.")
         self.version, self.source, self.path, self.cache_dir = version, source, path, cache_dir
+        # the seeds' SQuAD 1.1 protocol: train on 2.0, score the 1.1 dev set (eval_version="1.1")
+        self.dev_version, self.eval_path = eval_version or version, eval_path
         self.tokenizer_file, self.vocab_size, self.lower, self.layout = tokenizer, vocab_size, lower, layout
         self.max_seq_len, self.doc_stride, self.max_query_length = max_seq_len, doc_stride, max_query_length
         self.batch_size, self.eval_batch_size, self.num_workers = batch_size, eval_batch_size, num_workers
@@ -273,14 +298,23 @@ class SquadDataModule(pl.LightningDataModule):
         self.dev_examples: list[SquadExample] = []
         self.features: dict[str, SquadFeatures] = {}
 
-    def _spec(self) -> DatasetSpec:
+    def _spec(self, version: str | None = None, dev_only: bool = False) -> DatasetSpec:
         from genlab.data.finetune_minis import SQUAD1_MINI, SQUAD2_MINI
+        from genlab.data.finetune_sources import squad_spec
 
+        version = version or self.version
         if self.source == "mini":
-            return SQUAD2_MINI if self.version == "2.0" else SQUAD1_MINI
-        v = self.version
-        return DatasetSpec(f"squad{v}", (f"train-v{v}.json", f"dev-v{v}.json"),
-                           homepage="https://rajpurkar.github.io/SQuAD-explorer/")
+            return SQUAD2_MINI if version == "2.0" else SQUAD1_MINI
+        return squad_spec(version, dev_only)
+
+    def _roots(self) -> tuple[Path, Path]:
+        """(folder with train-v{version}.json, folder with dev-v{dev_version}.json)."""
+        root = locate(self._spec(), self.source, self.path, self.cache_dir)
+        if self.dev_version == self.version and self.eval_path is None:
+            return root, root
+        dev = locate(self._spec(self.dev_version, dev_only=True), self.source, self.eval_path or self.path,
+                     self.cache_dir)
+        return root, dev
 
     def model_overrides(self) -> dict[str, Any]:
         return {"vocab_size": self.tokenizer.vocab_size}
@@ -290,14 +324,14 @@ class SquadDataModule(pl.LightningDataModule):
                 "vocab_size": self.tokenizer.vocab_size}
 
     def prepare_data(self) -> None:
-        locate(self._spec(), self.source, self.path, self.cache_dir)
+        self._roots()
 
     def setup(self, stage: str | None = None) -> None:
         if self.features:
             return
-        root = locate(self._spec(), self.source, self.path, self.cache_dir)
+        root, dev_root = self._roots()
         _, train = read_squad(root / f"train-v{self.version}.json")
-        self.dev_data, self.dev_examples = read_squad(root / f"dev-v{self.version}.json")
+        self.dev_data, self.dev_examples = read_squad(dev_root / f"dev-v{self.dev_version}.json")
         if self.tokenizer_file is not None:
             self.tokenizer = PieceTokenizer(self.tokenizer_file, self.lower)
         else:
