@@ -3,8 +3,9 @@ adapter, optimiser groups with the official weight-decay rule and layer-wise lea
 that the checkpoint's tokenizer is the one the data uses.
 
 ``init_from`` (a config key) names what to start from:
-* a Hugging Face XLNet folder or weights file (``config.json`` + ``model.safetensors``/``pytorch_model.bin``, e.g.
-  the published ``xlnet-base-cased`` converted once with ``transformers``) — imported strictly;
+* a Hugging Face XLNet or BERT folder or weights file (``config.json`` + ``model.safetensors``/``pytorch_model.bin``,
+  e.g. the published ``xlnet-base-cased`` or ``bert-base-uncased`` saved offline) — imported strictly; when the folder
+  ships its tokenizer (``spiece.model`` / ``vocab.txt``), the finetuning data must use it (``data.tokenizer=<folder>``);
 * a genlab pretraining checkpoint (``.ckpt`` written by ``train.py``, e.g. ``experiment=xlnet_base``): its
   ``model.*`` weights load strictly into the same model config, and its recorded tokenizer identity must equal the
   finetuning data's (``data.tokenizer`` must be the pretraining SentencePiece model);
@@ -22,6 +23,7 @@ from torch import nn
 
 from genlab.errors import CheckpointError, ConfigError
 from genlab.models.backbones import adapt
+from genlab.models.bert import BertForPretraining
 from genlab.models.xlnet import XLNetLMHeadModel, XLNetModel
 from genlab.tasks.layerwise_lr import check_mode, param_groups, scale_layer_gradients
 
@@ -30,7 +32,7 @@ def load_pretrained(model: nn.Module, init_from: str) -> dict[str, Any]:
     """Load weights into ``model`` in place; returns the checkpoint's recorded data identity (may be empty)."""
     path = Path(init_from).expanduser()
     if not path.exists():
-        raise CheckpointError(f"task.init_from={init_from}: no such file or folder; give an HF XLNet folder or a "
+        raise CheckpointError(f"task.init_from={init_from}: no such file or folder; give an HF XLNet/BERT folder or a "
                               "genlab .ckpt file, or null to start from scratch.")
     if path.suffix == ".ckpt":
         ckpt = torch.load(path, map_location="cpu", weights_only=False)
@@ -44,31 +46,47 @@ def load_pretrained(model: nn.Module, init_from: str) -> dict[str, Any]:
                                   "model= preset the checkpoint was pretrained with.") from err
         return dict(ckpt.get("genlab", {}).get("data_identity", {}))
     if isinstance(model, (XLNetLMHeadModel, XLNetModel)):
-        from genlab.interop.hf_xlnet import load_hf_state_dict, read_state_dict
+        from genlab.interop import hf_xlnet as interop
+    elif isinstance(model, BertForPretraining):
+        from genlab.interop import hf_bert as interop  # type: ignore[no-redef]
+    else:
+        raise CheckpointError(f"task.init_from={init_from}: only XLNet and BERT import HF folders; for "
+                              f"{type(model).__name__} give a genlab .ckpt.")
+    _check_hf_architecture(model, path, interop.config_from_hf)
+    interop.load_hf_state_dict(model, interop.read_state_dict(path), source=f"task.init_from={path}")
+    from genlab.data.checkpoint_tokenizer import checkpoint_identity
 
-        _check_hf_architecture(model, path)
-        load_hf_state_dict(model, read_state_dict(path), source=str(path))
-        return {}
-    raise CheckpointError(f"task.init_from={init_from}: only XLNet imports HF folders; for {type(model).__name__} "
-                          "give a genlab .ckpt.")
+    identity = checkpoint_identity(path)
+    return {} if identity is None else {"tokenizer": identity, "tokenizer_source": str(path)}
 
 
-ARCH_KEYS = ("vocab_size", "n_layer", "d_model", "n_head", "d_head", "d_inner", "ff_activation", "untie_r",
-             "layer_norm_eps")
+ARCH_KEYS = {"xlnet": ("vocab_size", "n_layer", "d_model", "n_head", "d_head", "d_inner", "ff_activation", "untie_r",
+                       "layer_norm_eps"),
+             "bert": ("vocab_size", "n_layer", "d_model", "n_head", "d_inner", "max_position", "type_vocab_size",
+                      "layer_norm_eps")}
 
 
-def _check_hf_architecture(model: nn.Module, path: Path) -> None:
-    """Shapes are checked by the strict import; this catches what shapes cannot (e.g. the GELU variant)."""
+def _check_hf_architecture(model: nn.Module, path: Path, config_from_hf: Callable[[dict], dict]) -> None:
+    """Shapes are checked by the strict import; this names the config keys to set, and catches what shapes
+    cannot (the GELU variant, LayerNorm eps)."""
     import json
-
-    from genlab.interop.hf_xlnet import config_from_hf
 
     config = (path if path.is_dir() else path.parent) / "config.json"
     if not config.is_file():
         return
-    theirs = config_from_hf(json.loads(config.read_text()))
-    ours = (model.transformer if isinstance(model, XLNetLMHeadModel) else model).arch
-    diff = [f"model.{k}={theirs[k]!r} (config has {ours[k]!r})" for k in ARCH_KEYS if theirs[k] != ours[k]]
+    try:
+        theirs = config_from_hf(json.loads(config.read_text()))
+    except CheckpointError as err:
+        raise CheckpointError(f"task.init_from={path}: {err}") from err
+    if isinstance(model, BertForPretraining):
+        ours, keys = model.arch, ARCH_KEYS["bert"]
+    else:
+        ours, keys = (model.transformer if isinstance(model, XLNetLMHeadModel) else model).arch, ARCH_KEYS["xlnet"]
+    if theirs["vocab_size"] != ours["vocab_size"]:
+        raise CheckpointError(f"task.init_from={path} has a vocabulary of {theirs['vocab_size']} tokens but the data's "
+                              f"tokenizer has {ours['vocab_size']}; finetune on the checkpoint's own tokenizer: "
+                              f"data.tokenizer={path if path.is_dir() else path.parent}.")
+    diff = [f"model.{k}={theirs[k]!r} (config has {ours[k]!r})" for k in keys if theirs[k] != ours[k]]
     if diff:
         raise CheckpointError(f"task.init_from={path} was trained with a different architecture; set "
                               + ", ".join(diff) + ".")
@@ -83,9 +101,9 @@ class FinetuneTask(pl.LightningModule):
                  require_pretrained: bool = False) -> None:
         super().__init__()
         if require_pretrained and not init_from:
-            raise ConfigError("this preset finetunes a pretrained model: set task.init_from=<HF XLNet folder or genlab "
-                              ".ckpt> and data.tokenizer=<its spiece.model> (or task.require_pretrained=false to "
-                              "train from scratch).")
+            raise ConfigError("this preset finetunes a pretrained model: set task.init_from=<HF XLNet/BERT folder or "
+                              "genlab .ckpt> and data.tokenizer=<that folder, or the .ckpt's SentencePiece .model> (or "
+                              "task.require_pretrained=false to train from scratch).")
         if monitor_mode not in ("min", "max"):
             raise ConfigError(f"task.monitor_mode={monitor_mode!r} must be 'min' or 'max'.")
         self.pretrained_identity = load_pretrained(model, init_from) if init_from else {}
@@ -96,14 +114,15 @@ class FinetuneTask(pl.LightningModule):
         self.layer_decay_mode = check_mode(layer_decay_mode)
 
     def check_tokenizer(self) -> None:
-        """A pretrained checkpoint must be finetuned on text tokenised with its own SentencePiece model."""
+        """A pretrained checkpoint must be finetuned on text tokenised with its own tokenizer."""
         dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
         if dm is None or not hasattr(dm, "identity") or not self.pretrained_identity:
             return
         saved, current = self.pretrained_identity.get("tokenizer"), dm.identity().get("tokenizer")
         if saved is not None and saved != current:
+            fix = self.pretrained_identity.get("tokenizer_source", "the pretraining SentencePiece .model file")
             raise CheckpointError(f"task.init_from was pretrained with tokenizer {saved} but the data uses {current}; "
-                                  "set data.tokenizer= to the pretraining SentencePiece .model file.")
+                                  f"set data.tokenizer={fix} (the checkpoint's own tokenizer).")
 
     def configure_optimizers(self):
         probe = self.optimizer_factory([torch.zeros(1, requires_grad=True)])  # read the configured lr
