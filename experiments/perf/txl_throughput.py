@@ -5,11 +5,22 @@ transformers==4.35.2) as a subprocess; without it the script says so and times o
 in HF's evaluation profile (``config_from_hf``: zero initial memory, PyTorch same_length) and its weights are
 exported with ``export_hf_state_dict``, so both compute the same function. One step = forward over a segment
 with the carried memory + adaptive-softmax NLL over the T-1 positions both predict + backward + Adam. The two
-processes alternate step by step (same machine load for both). Prints tokens/s, the ratio, peak RSS, achieved
-FLOP/s against a measured matmul peak (MFU) and the max |loss difference| per step.
+processes alternate step by step, and this process times a GEMM between the steps (same machine load for all
+three). Two layer shapes:
 
-    python experiments/perf/txl_throughput.py                    # 4 layers of the WT103-base shape
-    python experiments/perf/txl_throughput.py --n-layer 16 --steps 3 --threads 1
+- ``wt103``: WT103-base layers (d=410, 10 heads, d_inner=2100), vocabulary 10,000 with adaptive softmax,
+  B=4, T=M=128: matmul-dominated (feed-forward and projections).
+- ``enwik8``: enwik8-base layers (d=512, 8 heads, d_inner=2048), 204 characters (plain softmax), B=2,
+  T=M=512: attention-dominated (scores over K=1024 keys).
+
+Prints tokens/s, the ratio, peak RSS, the matmul FLOPs each implementation really ran (torch FlopCounterMode,
+one step) and the GEMM floor: the matmul FLOPs a step needs (counted analytically: queries for new positions
+only, the position term over K distances, the adaptive tails for the tokens that need them, x3 for backward)
+divided by the measured GEMM rate. "floor / step" says how close each implementation is to pure-matmul time.
+``--profile`` adds each implementation's top ops (torch.profiler, one extra step).
+
+    python experiments/perf/txl_throughput.py --shape wt103 --steps 4
+    python experiments/perf/txl_throughput.py --shape enwik8 --steps 3 --profile
 """
 
 from __future__ import annotations
@@ -27,19 +38,27 @@ from pathlib import Path
 
 import torch
 
+from gemm_rate import gemm_rate, top_ops
+
 HF_PYTHON = os.environ.get("GENLAB_HF435_PYTHON", "/tmp/venv435/bin/python")
+SHAPES = {
+    "wt103": dict(d_model=410, n_head=10, d_head=41, d_inner=2100, vocab=10000, cutoffs=[2000, 5000], batch=4,
+                  tgt_len=128),
+    "enwik8": dict(d_model=512, n_head=8, d_head=64, d_inner=2048, vocab=204, cutoffs=[], batch=2, tgt_len=512),
+}
 
 
 def hf_config(args: argparse.Namespace) -> dict:
-    """An HF TransfoXLConfig as a dict: WT103-base layer shape, a smaller adaptive vocabulary."""
-    return dict(vocab_size=args.vocab, cutoffs=[args.vocab // 5, args.vocab // 2], d_model=410, d_embed=410,
-                n_head=10, d_head=41, d_inner=2100, n_layer=args.n_layer, mem_len=args.tgt_len, div_val=1,
-                proj_share_all_but_first=True, untie_r=True, dropout=0.0, dropatt=0.0, same_length=False,
-                clamp_len=-1, layer_norm_epsilon=1e-5)
+    """An HF TransfoXLConfig as a dict for the chosen layer shape (memory length = segment length)."""
+    s = SHAPES[args.shape]
+    return dict(vocab_size=s["vocab"], cutoffs=s["cutoffs"], d_model=s["d_model"], d_embed=s["d_model"],
+                n_head=s["n_head"], d_head=s["d_head"], d_inner=s["d_inner"], n_layer=args.n_layer,
+                mem_len=args.tgt_len, div_val=1, proj_share_all_but_first=True, untie_r=True, dropout=0.0,
+                dropatt=0.0, same_length=False, clamp_len=-1, layer_norm_epsilon=1e-5)
 
 
 # ----------------------------------------------------------------------------------- worker (either venv)
-def worker(impl: str, folder: Path, threads: int) -> None:
+def worker(impl: str, folder: Path, threads: int, profile: bool) -> None:
     """Lock-step loop: one training step per line on stdin, one JSON line (loss, seconds) on stdout."""
     torch.set_num_threads(threads)
     cfg = json.loads((folder / "config.json").read_text())
@@ -62,12 +81,9 @@ def worker(impl: str, folder: Path, threads: int) -> None:
     model.train()
     opt = torch.optim.Adam(model.parameters(), lr=1e-4)
     memory = None
-    print(json.dumps({"ready": True}), flush=True)
-    for line in sys.stdin:
-        if line.strip() == "done":
-            break
-        ids = batches[int(line)]
-        t0 = time.perf_counter()
+
+    def step(ids: torch.Tensor) -> torch.Tensor:
+        nonlocal memory
         if impl == "hf":  # HF predicts labels[:, 1:] from positions :-1 (T-1 targets)
             out = model(ids[:, :-1], mems=memory, labels=ids[:, :-1])
             loss, memory = out.losses.mean(), out.mems
@@ -77,33 +93,65 @@ def worker(impl: str, folder: Path, threads: int) -> None:
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        print(json.dumps({"loss": loss.item(), "s": time.perf_counter() - t0}), flush=True)
-    print(json.dumps({"rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}), flush=True)
+        return loss
+
+    print(json.dumps({"ready": True}), flush=True)
+    for line in sys.stdin:
+        if line.strip() == "done":
+            break
+        i = int(line)
+        reply = {}
+        if i == 0:  # untimed first step: count its matmul FLOPs
+            from torch.utils.flop_counter import FlopCounterMode
+
+            with FlopCounterMode(display=False) as counter:
+                loss = step(batches[0])
+            reply["flops"] = counter.get_total_flops()
+        else:
+            t0 = time.perf_counter()
+            loss = step(batches[i])
+            reply["s"] = time.perf_counter() - t0
+        reply["loss"] = loss.item()
+        print(json.dumps(reply), flush=True)
+    reply = {"rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    if profile:
+        from torch.profiler import ProfilerActivity
+        from torch.profiler import profile as torch_profile
+
+        with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+            step(batches[-1])
+        reply["top_ops"] = top_ops(prof)
+    print(json.dumps(reply), flush=True)
 
 
 # ----------------------------------------------------------------------------------------------- driver
-def step_flops(cfg: dict, batch: int, tgt_len: int) -> float:
-    """Matmul FLOPs of one training step (3 x forward): projections, both score terms, values, FFN, softmax."""
+def floor_flops(cfg: dict, batches: list[torch.Tensor]) -> float:
+    """Matmul FLOPs a training step needs (3 x forward), averaged over the timed batches.
+
+    Per layer: queries for the T new rows, keys|values for K = M + T rows, content, position and value terms
+    over K keys (the position term against K distances), output projection, feed-forward; the position
+    projection once per step. Output layer: the head (shortlist + cluster columns) for every predicted token
+    and each tail bin for the tokens whose target is in it (exact for these batches)."""
     d, hd, di, n = cfg["d_model"], cfg["n_head"] * cfg["d_head"], cfg["d_inner"], cfg["n_layer"]
-    t, k = tgt_len, tgt_len + cfg["mem_len"]
-    per_layer = 2 * batch * (k * d * 3 * hd + k * d * hd / batch + 2 * t * k * hd + t * k * hd + t * hd * d
-                             + 2 * t * d * di)
-    head = 2 * batch * t * d * cfg["vocab_size"]  # upper bound: every token reaching every tail cluster
-    return 3 * (n * per_layer + head)
+    b, t = batches[0].shape[0], batches[0].shape[1] - 1
+    k = t + cfg["mem_len"]
+    per_layer = 2 * b * (t * d * hd + k * d * 2 * hd + 3 * t * k * hd + t * hd * d + 2 * t * d * di) + 2 * k * d * hd
+    bounds = [0, *cfg["cutoffs"], cfg["vocab_size"]]
+    heads = []
+    for ids in batches:
+        target = ids[:, 1:-1].reshape(-1)  # the T-1 positions both implementations score
+        cols = float(target.numel() * (bounds[1] + len(cfg["cutoffs"])))
+        for lo, hi in zip(bounds[1:-1], bounds[2:]):
+            cols += float(((target >= lo) & (target < hi)).sum()) * (hi - lo)
+        heads.append(2 * d * cols)
+    return 3 * (n * per_layer + statistics.mean(heads))
 
 
-def matmul_peak(threads: int, n: int = 1536, reps: int = 5) -> float:
-    torch.set_num_threads(threads)
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    a @ b
-    best = min((lambda t0: (a @ b, time.perf_counter() - t0)[1])(time.perf_counter()) for _ in range(reps))
-    return 2 * n**3 / best
-
-
-def start(python: str, impl: str, folder: Path, threads: int) -> subprocess.Popen:
+def start(python: str, impl: str, folder: Path, threads: int, profile: bool) -> subprocess.Popen:
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-    proc = subprocess.Popen([python, __file__, "--worker", impl, "--folder", str(folder), "--threads", str(threads)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    cmd = [python, __file__, "--worker", impl, "--folder", str(folder), "--threads", str(threads)]
+    proc = subprocess.Popen(cmd + (["--profile"] if profile else []), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True, env=env)
     json.loads(proc.stdout.readline())  # ready
     return proc
 
@@ -119,63 +167,74 @@ def ask(proc: subprocess.Popen, msg: str) -> dict:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--shape", choices=sorted(SHAPES), default="wt103")
     p.add_argument("--n-layer", type=int, default=4)
-    p.add_argument("--vocab", type=int, default=10000)
-    p.add_argument("--batch", type=int, default=4)
-    p.add_argument("--tgt-len", type=int, default=128)
+    p.add_argument("--batch", type=int, default=None, help="default: the shape's")
+    p.add_argument("--tgt-len", type=int, default=None, help="segment and memory length; default: the shape's")
     p.add_argument("--steps", type=int, default=4)
-    p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--profile", action="store_true", help="print each implementation's top ops for one step")
     p.add_argument("--worker", choices=["ours", "hf"], help=argparse.SUPPRESS)
     p.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
-        worker(args.worker, args.folder, args.threads)
+        worker(args.worker, args.folder, args.threads, args.profile)
         return
+    args.batch = args.batch or SHAPES[args.shape]["batch"]
+    args.tgt_len = args.tgt_len or SHAPES[args.shape]["tgt_len"]
 
     from genlab.interop.hf_transfo_xl import config_from_hf, export_hf_state_dict
     from genlab.models.transformer_xl import TransformerXL
 
     cfg = hf_config(args)
+    total = 1 + args.steps  # step 0: untimed, FLOP-counted
+    g = torch.Generator().manual_seed(1)
+    batches = [torch.randint(0, cfg["vocab_size"], (args.batch, args.tgt_len + 1), generator=g) for _ in range(total)]
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         torch.manual_seed(0)
         (folder / "config.json").write_text(json.dumps(cfg))
         torch.save(export_hf_state_dict(TransformerXL(**config_from_hf(cfg))), folder / "weights.pt")
-        g = torch.Generator().manual_seed(1)
-        total = args.warmup + args.steps
-        torch.save([torch.randint(0, args.vocab, (args.batch, args.tgt_len + 1), generator=g) for _ in range(total)],
-                   folder / "batches.pt")
+        torch.save(batches, folder / "batches.pt")
         impls = {"ours": sys.executable}
         if Path(HF_PYTHON).is_file():
             impls["hf"] = HF_PYTHON
         else:
             print(f"HF 4.35 reference skipped: no python at {HF_PYTHON} (set GENLAB_HF435_PYTHON or create the venv:"
                   " python -m venv /tmp/venv435 && /tmp/venv435/bin/pip install torch transformers==4.35.2)")
-        procs = {name: start(py, name, folder, args.threads) for name, py in impls.items()}
+        procs = {name: start(py, name, folder, args.threads, args.profile) for name, py in impls.items()}
         results = {name: [] for name in procs}
+        rates = []
         for step in range(total):
-            for name, proc in procs.items():
+            order = list(procs.items()) if step % 2 else list(reversed(procs.items()))
+            for name, proc in order:
                 results[name].append(ask(proc, str(step)))
-        rss = {name: ask(proc, "done")["rss_mb"] for name, proc in procs.items()}
+            rates.append(gemm_rate(args.threads))
+        final = {name: ask(proc, "done") for name, proc in procs.items()}
         for proc in procs.values():
             proc.wait()
-    peak = matmul_peak(args.threads)
+    rate = statistics.median(rates)
+    floor = floor_flops(cfg, batches[1:])
     tokens = args.batch * args.tgt_len
-    flops = step_flops(cfg, args.batch, args.tgt_len)
-    print(f"TXL n_layer={args.n_layer} d=410 H=10 d_inner=2100 vocab={args.vocab} B={args.batch} T={args.tgt_len} "
-          f"M={args.tgt_len}, fp32 CPU, {args.threads} thread(s)/process, torch {torch.__version__}; "
-          f"measured matmul peak {peak / 1e9:.1f} GFLOP/s")
+    print(f"TXL {args.shape} shape: n_layer={args.n_layer} d={cfg['d_model']} H={cfg['n_head']} "
+          f"d_inner={cfg['d_inner']} vocab={cfg['vocab_size']} cutoffs={cfg['cutoffs']} B={args.batch} "
+          f"T={args.tgt_len} M={args.tgt_len}, fp32 CPU, {args.threads} thread(s)/process, torch {torch.__version__}")
+    print(f"GEMM rate {rate / 1e9:.1f} GFLOP/s (median of {len(rates)}, measured between the steps); matmul FLOPs "
+          f"needed per step {floor / 1e9:.2f} G -> GEMM floor {floor / rate:.3f} s")
     speed = {}
     for name, res in results.items():
-        step_s = statistics.median(r["s"] for r in res[args.warmup:])
+        step_s = statistics.median(r["s"] for r in res[1:])
         speed[name] = tokens / step_s
-        print(f"{name:5s} {speed[name]:9.1f} tok/s  step {step_s:7.3f} s  peak RSS {rss[name]:7.0f} MB  "
-              f"MFU {flops / step_s / peak:6.1%}")
+        print(f"{name:5s} {speed[name]:8.1f} tok/s  step {step_s:7.3f} s  floor/step {floor / rate / step_s:6.1%}  "
+              f"counted matmul {res[0]['flops'] / 1e9:6.2f} GFLOP  peak RSS {final[name]['rss_mb']:6.0f} MB")
     if "hf" in results:
         diff = max(abs(a["loss"] - b["loss"]) for a, b in zip(results["ours"], results["hf"]))
-        print(f"ours / HF: {speed['ours'] / speed['hf']:.2f}x tokens/s, {rss['ours'] / rss['hf']:.2f}x peak RSS; "
+        print(f"ours / HF: {speed['ours'] / speed['hf']:.2f}x tokens/s, "
+              f"{final['ours']['rss_mb'] / final['hf']['rss_mb']:.2f}x peak RSS; "
               f"max |loss difference| over {total} steps {diff:.2e}")
+    for name, res in final.items():
+        if "top_ops" in res:
+            print(f"top ops, {name} (one step, torch.profiler):\n{res['top_ops']}")
 
 
 if __name__ == "__main__":

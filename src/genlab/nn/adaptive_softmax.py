@@ -56,20 +56,23 @@ class ProjectedAdaptiveLogSoftmax(nn.Module):
     def proj(self, i: int) -> Tensor | None:
         return self.projs[str(i)] if str(i) in self.projs else None
 
-    def _bin_params(self, i: int) -> tuple[Tensor, Tensor]:
+    def _bin_tables(self) -> list[tuple[Tensor, Tensor]]:
+        """(weight, bias) of every bin, bin 0 with the cluster rows appended. A shared [V, d] table is cut with
+        one ``split`` per forward: its backward writes one [V, d] gradient, where a slice per bin would
+        materialise a zero-filled [V, d] gradient for each bin and add them up."""
         if self.div_val == 1:
-            lo, hi = self.bounds[i], self.bounds[i + 1]
-            w, b = self.weights[0][lo:hi], self.biases[0][lo:hi]
+            sizes = [hi - lo for lo, hi in zip(self.bounds[:-1], self.bounds[1:])]
+            tables = list(zip(self.weights[0].split(sizes), self.biases[0].split(sizes)))
         else:
-            w, b = self.weights[i], self.biases[i]
-        if i == 0 and self.n_clusters > 0:
-            w = torch.cat([w, self.cluster_weight], dim=0)
-            b = torch.cat([b, self.cluster_bias], dim=0)
-        return w, b
+            tables = list(zip(self.weights, self.biases))
+        if self.n_clusters > 0:
+            w, b = tables[0]
+            tables[0] = (torch.cat([w, self.cluster_weight], dim=0), torch.cat([b, self.cluster_bias], dim=0))
+        return tables
 
-    def _log_softmax(self, h: Tensor, i: int) -> Tensor:
+    def _log_softmax(self, h: Tensor, i: int, tables: list[tuple[Tensor, Tensor]]) -> Tensor:
         """Log-softmax of bin i's logits in at least fp32 (bin 0 includes the cluster columns)."""
-        w, b = self._bin_params(i)
+        w, b = tables[i]
         p = self.proj(i)
         x = h if p is None else h @ p
         logits = F.linear(x, w, b)
@@ -77,15 +80,17 @@ class ProjectedAdaptiveLogSoftmax(nn.Module):
 
     def log_prob(self, h: Tensor) -> Tensor:
         """Full table [N, V] of fp32 log-probabilities."""
-        head = self._log_softmax(h, 0)
+        tables = self._bin_tables()
+        head = self._log_softmax(h, 0, tables)
         parts = [head[:, : self.shortlist]]
         for i in range(1, self.n_bins):
-            parts.append(head[:, self.shortlist + i - 1, None] + self._log_softmax(h, i))
+            parts.append(head[:, self.shortlist + i - 1, None] + self._log_softmax(h, i, tables))
         return torch.cat(parts, dim=-1)
 
     def forward(self, h: Tensor, target: Tensor) -> Tensor:
         """Per-token NLL [N] (fp32) of ``target`` [N]; tails are evaluated only on the tokens that need them."""
-        head = self._log_softmax(h, 0)
+        tables = self._bin_tables()
+        head = self._log_softmax(h, 0, tables)
         if self.n_clusters == 0:
             return -head.gather(1, target[:, None]).squeeze(1)
         nll = torch.empty(target.shape, dtype=head.dtype, device=h.device)
@@ -97,7 +102,7 @@ class ProjectedAdaptiveLogSoftmax(nn.Module):
             idx = ((target >= lo) & (target < hi)).nonzero(as_tuple=True)[0]
             if idx.numel() == 0:
                 continue
-            tail = self._log_softmax(h[idx], i)
+            tail = self._log_softmax(h[idx], i, tables)
             lp = head[idx, self.shortlist + i - 1] + tail.gather(1, (target[idx] - lo)[:, None]).squeeze(1)
             nll[idx] = -lp
         return nll

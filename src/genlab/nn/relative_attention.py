@@ -2,11 +2,13 @@
 
 Layout is batch-major: hidden states [B, T, d], scores [B, H, L, K] with L new queries and K = M_cur + L keys.
 Key j runs over the concatenation (j = 0 is the oldest memory slot); the distance of (i, j) is i + M_cur - j.
-Three interchangeable implementations (``attn_impl``): ``sdpa`` (default) hands the final softmax to
-``F.scaled_dot_product_attention`` with an additive fp32 bias that already holds the position terms and the mask,
-so the content term and the softmax stay fused; ``flex`` (rel attention) uses FlexAttention with a ``score_mod``
-that reads the un-shifted position scores at the right distance (no rel_shift copy, no dense mask) and a block
-mask; ``naive`` writes the softmax out (the reference). Scores, masks and softmax are fp32 in every path.
+Three interchangeable implementations (``attn_impl``): ``sdpa`` (default) builds one additive fp32 bias that
+already holds the position terms and the mask; without gradients ``F.scaled_dot_product_attention`` fuses the
+content term and the softmax, and in training (where SDPA would fall back to its unfused math path for a bias
+that needs a gradient) the content term is accumulated into that bias in place by one ``baddbmm``; ``flex`` (rel
+attention) uses FlexAttention with a ``score_mod`` that reads the un-shifted position scores at the right
+distance (no rel_shift copy, no dense mask) and a block mask; ``naive`` writes every step out (the reference).
+Scores, masks and softmax are fp32 in every path.
 """
 
 from __future__ import annotations
@@ -34,6 +36,40 @@ def rel_shift(x: Tensor) -> Tensor:
     *lead, q, k = x.shape
     padded = F.pad(x, (1, 0))
     return padded.view(*lead, k + 1, q)[..., 1:, :].reshape(*lead, q, k)
+
+
+class _ShiftMask(torch.autograd.Function):
+    """``rel_shift(raw).masked_fill(mask, -inf)`` in one pass: no padded copy, and a backward without the
+    full-size zero gradients of the pad/slice/view chain.
+
+    For contiguous raw [..., L, K], ``rel_shift(raw)[i, j] = raw[i, L-1-i+j]`` sits at flat offset
+    ``i (K-1) + L-1 + j``: a strided view (row stride K-1). Where ``L-1-i+j > K-1`` (future keys, always
+    masked) the view runs into the next row's unused columns, which the mask overwrites. The backward maps
+    back the other way: ``grad_raw[i, c] = g[i, c-(L-1)+i]`` (0 for columns c < L-1-i, the distances beyond
+    the window), a strided view of g padded with L zero columns on the left (row stride K+L+1).
+    """
+
+    @staticmethod
+    def forward(ctx, raw: Tensor, mask: Tensor) -> Tensor:
+        raw = raw.contiguous()
+        *lead, q, k = raw.shape
+        shifted = raw.as_strided(raw.shape, (*raw.stride()[:-2], k - 1, 1), raw.storage_offset() + q - 1)
+        ctx.save_for_backward(mask)
+        return shifted.masked_fill(mask, float("-inf"))
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, None]:
+        (mask,) = ctx.saved_tensors
+        q, k = grad.shape[-2:]
+        padded = F.pad(grad.masked_fill(mask, 0.0), (q, 0))  # contiguous [..., L, L+K]
+        stride = (*padded.stride()[:-2], k + q + 1, 1)
+        return padded.as_strided(grad.shape, stride, padded.storage_offset() + 1), None
+
+
+def shift_and_mask(raw: Tensor, mask: Tensor) -> Tensor:
+    """Additive bias [..., L, K]: ``rel_shift(raw)`` with -inf where ``mask`` (bool [L, K]) blocks, in at least
+    fp32 (fp64 stays fp64). ``raw`` column c holds distance K-1-c, as for ``rel_shift``."""
+    return _ShiftMask.apply(raw.to(torch.promote_types(raw.dtype, torch.float32)), mask)
 
 
 def attention_mask(
@@ -74,8 +110,11 @@ def _attend(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, dropatt: float, train
     """Softmax(q k^T / sqrt(dh) + bias) v, with the scores, mask and softmax in fp32 under autocast.
 
     ``bias`` is either fp32 (position terms already scaled, -inf on blocked keys) or a boolean
-    "may attend" mask. Returns [B, L, H*dh].
+    "may attend" mask. Returns [B, L, H*dh]. A float bias that needs a gradient is consumed (written in
+    place): it is an intermediate the caller built for this call.
     """
+    if bias.dtype != torch.bool and bias.requires_grad and torch.is_grad_enabled():
+        return _attend_train(q, k, v, bias, dropatt, training)
     low = q.dtype in (torch.float16, torch.bfloat16) or torch.is_autocast_enabled(q.device.type)
     out_dtype = v.dtype
     if low:
@@ -90,6 +129,21 @@ def _attend(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, dropatt: float, train
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropatt if training else 0.0)
     b, h, l, dh = out.shape
     return out.transpose(1, 2).reshape(b, l, h * dh)
+
+
+def _attend_train(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, dropatt: float, training: bool) -> Tensor:
+    """The training form of ``_attend`` for a float bias with a gradient (SDPA would run its unfused math path
+    there): scale·q k^T accumulated into the bias in place by one baddbmm, softmax, dropout, then the values."""
+    out_dtype = v.dtype
+    b, h, l, dh = q.shape
+    with torch.autocast(q.device.type, enabled=False):
+        work = bias.dtype
+        scores = bias.view(b * h, l, -1).baddbmm_(q.to(work).reshape(b * h, l, dh),
+                                                  k.to(work).reshape(b * h, -1, dh).transpose(1, 2),
+                                                  alpha=1.0 / math.sqrt(dh))
+        prob = F.dropout(scores.softmax(-1), dropatt, training)
+        out = torch.bmm(prob, v.to(work).reshape(b * h, -1, dh)).to(out_dtype)
+    return out.view(b, h, l, dh).transpose(1, 2).reshape(b, l, h * dh)
 
 
 def _attend_naive(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, dropatt: float, training: bool) -> Tensor:
@@ -216,9 +270,10 @@ class RelPartialLearnableAttention(_AttentionBlock):
             self.u = self.v = None
 
     def _unshifted_position_scores(self, q: Tensor, r: Tensor, v: Tensor) -> Tensor:
-        """Scaled (b)+(d) terms per (query, distance): (q+v)·W_{k,R} R^T, one matmul over the K distances."""
+        """Scaled (b)+(d) terms per (query, distance): (q+v)·W_{k,R} R^T, one matmul over the K distances
+        (scaled on the small side, before the matmul, to save a pass over the scores)."""
         rk = self.r_net(r).view(-1, self.n_head, self.d_head).transpose(0, 1)  # [H, K, dh]
-        return torch.matmul(q + v[:, None, :], rk.transpose(-1, -2)) * self.scale
+        return torch.matmul((q + v[:, None, :]) * self.scale, rk.transpose(-1, -2))
 
     def _position_scores(self, q: Tensor, r: Tensor, v: Tensor) -> Tensor:
         """The same, shifted to (query, key) columns: rel_shift((q+v)·W_{k,R} R^T)."""
@@ -240,7 +295,9 @@ class RelPartialLearnableAttention(_AttentionBlock):
             block_mask = mask if isinstance(mask, BlockMask) else flex_block_mask(mask)
             pos = self._unshifted_position_scores(q, r, v)
             return self._finish(h, _flex_attend(q + u[:, None, :], k, val, pos, block_mask))
-        bias = _masked_bias(self._position_scores(q, r, v), mask)
+        pos = self._unshifted_position_scores(q, r, v)
+        # the naive reference keeps the textbook pad/reshape shift; the other paths use the one-pass view
+        bias = _masked_bias(rel_shift(pos), mask) if self.attn_impl == "naive" else shift_and_mask(pos, mask)
         # SDPA scales (q+u)·k by 1/sqrt(dh); bd was scaled above, so the sum is scaled once (spec §2.3).
         return self._finish(h, attend(q + u[:, None, :], k, val, bias, self.dropatt, self.training,
                                       self.attn_impl))

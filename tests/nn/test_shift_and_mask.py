@@ -1,0 +1,38 @@
+"""The one-pass rel-shift + mask (``shift_and_mask``) equals the textbook pad/reshape ``rel_shift`` followed by
+``masked_fill``, in values and in gradients, for every mask the models build."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from genlab.nn.relative_attention import attention_mask, rel_shift, shift_and_mask
+
+
+@pytest.mark.parametrize("qlen,mlen", [(1, 0), (5, 0), (4, 3), (3, 9), (6, 6)])
+@pytest.mark.parametrize("same_length,variant", [(False, "tf"), (True, "tf"), (True, "pytorch")])
+def test_shift_and_mask_equals_reference_values_and_gradients(qlen, mlen, same_length, variant):
+    g = torch.Generator().manual_seed(qlen * 10 + mlen)
+    klen = qlen + mlen
+    mask = attention_mask(qlen, mlen, same_length=same_length, mem_len=max(mlen, 1), variant=variant)
+    raw = torch.randn(2, 3, qlen, klen, generator=g, dtype=torch.float64)
+    upstream = torch.randn(2, 3, qlen, klen, generator=g, dtype=torch.float64)
+
+    ref_in, got_in = raw.clone().requires_grad_(), raw.clone().requires_grad_()
+    ref = rel_shift(ref_in).masked_fill(mask, float("-inf"))
+    got = shift_and_mask(got_in, mask)
+    assert got.is_contiguous()
+    torch.testing.assert_close(got, ref, rtol=0, atol=0)
+
+    (ref.masked_fill(mask, 0.0) * upstream).sum().backward()  # the -inf entries carry no gradient
+    (got.masked_fill(mask, 0.0) * upstream).sum().backward()
+    torch.testing.assert_close(got_in.grad, ref_in.grad, rtol=0, atol=0)
+
+
+def test_shift_and_mask_promotes_to_fp32_and_accepts_non_contiguous_input():
+    g = torch.Generator().manual_seed(0)
+    mask = attention_mask(4, 2)
+    raw = torch.randn(3, 6, 4, generator=g).to(torch.bfloat16).transpose(-1, -2)  # [3, 4, 6], strided
+    got = shift_and_mask(raw, mask)
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, rel_shift(raw.float()).masked_fill(mask, float("-inf")), rtol=0, atol=0)
