@@ -142,3 +142,48 @@ def test_encode_pair_with_checkpoint_ids_matches_the_base_layout(layout):
             np.testing.assert_array_equal(mask, base_mask)
             mapped = np.select([base_ids == 3, base_ids == 4, base_mask == 0], [101, 102, 0], base_ids)
             np.testing.assert_array_equal(ids, mapped)
+
+
+# The architecture part of the published config.json files (Hugging Face hub: bert-base-uncased, bert-large-uncased,
+# xlnet-base-cased, xlnet-large-cased); token ids, task heads and generation settings left out.
+PUBLISHED = {
+    "bert-base-uncased": dict(model_type="bert", hidden_act="gelu", hidden_size=768, num_hidden_layers=12,
+                              num_attention_heads=12, intermediate_size=3072, max_position_embeddings=512,
+                              type_vocab_size=2, layer_norm_eps=1e-12, vocab_size=30522),
+    "bert-large-uncased": dict(model_type="bert", hidden_act="gelu", hidden_size=1024, num_hidden_layers=24,
+                               num_attention_heads=16, intermediate_size=4096, max_position_embeddings=512,
+                               type_vocab_size=2, layer_norm_eps=1e-12, vocab_size=30522),
+    "xlnet-base-cased": dict(model_type="xlnet", d_model=768, n_layer=12, n_head=12, d_head=64, d_inner=3072,
+                             ff_activation="gelu", untie_r=True, layer_norm_eps=1e-12, vocab_size=32000),
+    "xlnet-large-cased": dict(model_type="xlnet", d_model=1024, n_layer=24, n_head=16, d_head=64, d_inner=4096,
+                              ff_activation="gelu", untie_r=True, layer_norm_eps=1e-12, vocab_size=32000),
+}
+
+
+@pytest.mark.parametrize("name, preset, overrides", [
+    ("bert-base-uncased", "bert_sst2", ["model=bert_base"]),
+    ("bert-large-uncased", "bert_sst2", []),
+    ("xlnet-base-cased", "xlnet_sst2", ["model=xlnet_base", "model.ff_activation=gelu"]),
+    ("xlnet-large-cased", "xlnet_sst2", ["model.ff_activation=gelu"]),
+])
+def test_presets_fit_the_published_checkpoints(tmp_path, name, preset, overrides):
+    """The README's commands: each preset, with the overrides it documents, passes the architecture check (HF's
+    XLNet configs say erf "gelu", so the tanh-GELU preset default is refused until model.ff_activation=gelu)."""
+    from hydra.utils import instantiate
+
+    from genlab.interop import hf_bert, hf_xlnet
+    from genlab.tasks.finetune_base import _check_hf_architecture
+    from helpers import compose_config
+
+    folder = tmp_path / name
+    folder.mkdir()
+    config = PUBLISHED[name]
+    (folder / "config.json").write_text(json.dumps(config))
+    model_cfg = compose_config([f"experiment={preset}", *overrides], tmp_path).model
+    interop = hf_bert if config["model_type"] == "bert" else hf_xlnet
+    with torch.device("meta"):  # sizes only, no memory
+        _check_hf_architecture(instantiate(model_cfg, vocab_size=config["vocab_size"]), folder, interop.config_from_hf)
+        if config["model_type"] == "xlnet":
+            tanh = instantiate(model_cfg, vocab_size=config["vocab_size"], ff_activation="gelu_tanh")
+            with pytest.raises(CheckpointError, match="set model.ff_activation='gelu'"):
+                _check_hf_architecture(tanh, folder, interop.config_from_hf)
