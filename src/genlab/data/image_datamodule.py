@@ -34,30 +34,41 @@ DATASETS = {
 }
 
 
-def _batches(n: int, batch_size: int, seed: int) -> Iterator[Tensor]:
-    """Index batches forever, reshuffled at each pass; the last batch of a pass may be smaller."""
+def _batches(n: int, batch_size: int, seed: int, start: int = 0) -> Iterator[Tensor]:
+    """Index batches forever, reshuffled at each pass; the last batch of a pass may be smaller. ``start`` skips
+    that many batches by replaying one permutation per skipped pass (the same draws as an uninterrupted run)."""
     gen = torch.Generator().manual_seed(seed)
+    passes, offset = divmod(start, max(1, math.ceil(n / batch_size)))
+    for _ in range(passes):
+        torch.randperm(n, generator=gen)
     while True:
-        perm = torch.randperm(n, generator=gen)
-        yield from perm.split(batch_size)
+        yield from torch.randperm(n, generator=gen).split(batch_size)[offset:]
+        offset = 0
 
 
 class SSLStream(IterableDataset):
+    """The training batches from position ``start`` on; each carries its ``position`` so the DataModule can
+    record what was really consumed (Lightning prefetches one batch ahead)."""
+
     def __init__(self, x_lab: Tensor, y_lab: Tensor, x_unl: Tensor, batch_lab: int, batch_unl: int,
-                 separate_g_stream: bool, seed: int) -> None:
+                 separate_g_stream: bool, seed: int, start: int = 0) -> None:
         self.x_lab, self.y_lab, self.x_unl = x_lab, y_lab, x_unl
         self.batch_lab, self.batch_unl, self.separate, self.seed = batch_lab, batch_unl, separate_g_stream, seed
+        self.start = start
 
     def __iter__(self) -> Iterator[dict[str, Tensor]]:
-        lab = _batches(len(self.x_lab), self.batch_lab, self.seed * 3 + 1)
-        unl = _batches(len(self.x_unl), self.batch_unl, self.seed * 3 + 2)
-        unl2 = _batches(len(self.x_unl), self.batch_unl, self.seed * 3 + 3)
+        lab = _batches(len(self.x_lab), self.batch_lab, self.seed * 3 + 1, self.start)
+        unl = _batches(len(self.x_unl), self.batch_unl, self.seed * 3 + 2, self.start)
+        unl2 = _batches(len(self.x_unl), self.batch_unl, self.seed * 3 + 3, self.start)
+        position = self.start
         while True:
             i = next(lab)
-            batch = {"x_lab": self.x_lab[i], "y_lab": self.y_lab[i], "x_unl": self.x_unl[next(unl)]}
+            batch = {"x_lab": self.x_lab[i], "y_lab": self.y_lab[i], "x_unl": self.x_unl[next(unl)],
+                     "position": position}
             if self.separate:
                 batch["x_unl2"] = self.x_unl[next(unl2)]
             yield batch
+            position += 1
 
 
 class SSLImageDataModule(pl.LightningDataModule):
@@ -76,6 +87,7 @@ class SSLImageDataModule(pl.LightningDataModule):
             raise ConfigError(f"data.scale={scale!r}: use 'unit' ([0,1]) or 'symmetric' ([-1,1]).")
         self.save_hyperparameters()
         self.labeled_indices: np.ndarray | None = None
+        self.next_position = 0  # training batches consumed so far; saved in checkpoints (resume continues here)
 
     def _to_float(self, images: np.ndarray) -> Tensor:
         x = torch.from_numpy(images.astype(np.float32)) / DATASETS[self.hparams.dataset][2]
@@ -123,8 +135,18 @@ class SSLImageDataModule(pl.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         stream = SSLStream(self.x_lab, self.y_lab, self.x_unl, self.hparams.labeled_batch_size,
-                           self.hparams.batch_size, self.hparams.g_step_unlabeled == "separate", self.hparams.seed)
+                           self.hparams.batch_size, self.hparams.g_step_unlabeled == "separate", self.hparams.seed,
+                           start=self.next_position)
         return DataLoader(stream, batch_size=None)
+
+    def on_before_batch_transfer(self, batch, dataloader_idx: int):
+        """Count a training batch when Lightning really hands it to the step (not when it is prefetched)."""
+        if isinstance(batch, dict) and "position" in batch:
+            batch = dict(batch)
+            position = int(batch.pop("position"))
+            if self.trainer is not None and self.trainer.training:
+                self.next_position = position + 1
+        return batch
 
     def _eval_loader(self) -> DataLoader:
         return DataLoader(TensorDataset(self.x_test, self.y_test), batch_size=self.hparams.eval_batch_size,
@@ -143,9 +165,13 @@ class SSLImageDataModule(pl.LightningDataModule):
                 "labeled_digest": getattr(self, "labeled_digest", None)}
 
     def state_dict(self) -> dict:
-        """The labelled subset is recorded in every checkpoint."""
+        """The labelled subset and the stream position are recorded in every checkpoint."""
         return {"labeled_indices": None if self.labeled_indices is None else self.labeled_indices.tolist(),
-                "labeled_digest": getattr(self, "labeled_digest", None), "seed": self.hparams.seed}
+                "labeled_digest": getattr(self, "labeled_digest", None), "seed": self.hparams.seed,
+                "next_position": self.next_position}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.next_position = int(state.get("next_position", 0))
 
 
 class ImageDensityDataModule(SSLImageDataModule):

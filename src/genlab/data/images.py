@@ -120,23 +120,37 @@ def _extract_cifar(root: Path) -> None:
 
 MNIST_FILES = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
                "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")
-_MNIST_URL = "https://ossci-datasets.s3.amazonaws.com/mnist/"
+# Digests are public records, never computed here. MNIST and SVHN: TensorFlow Datasets
+# tensorflow_datasets/url_checksums/{mnist,svhn_cropped}.txt (url, size, sha256), recorded for exactly these URLs
+# (Google's cvdf mirror of MNIST; SVHN from its Stanford home). CIFAR-10 (python pickles): the file_hash of
+# keras/datasets/cifar10.py, matching torchvision's md5 c58f30108f718f92721af3b95e74349a for the same archive.
+_MNIST_URL = "https://storage.googleapis.com/cvdf-datasets/mnist/"
+MNIST_SHA256 = {
+    "train-images-idx3-ubyte.gz": "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609",
+    "train-labels-idx1-ubyte.gz": "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c",
+    "t10k-images-idx3-ubyte.gz": "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6",
+    "t10k-labels-idx1-ubyte.gz": "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6",
+}
+SVHN_SHA256 = {
+    "train_32x32.mat": "435e94d69a87fde4fd4d7f3dd208dfc32cb6ae8af2240d066de1df7508d083b8",
+    "test_32x32.mat": "cdce80dfb2a2c4c6160906d0bd7c68ec5a99d7ca4831afa54f09182025b6a75b",
+}
+CIFAR10_SHA256 = "6d958be074577803d12ecdefd02955f39262c83c16fe9348329d7fe0b5c001ce"
 
 MNIST = DatasetSpec(
     name="mnist", files=MNIST_FILES,
-    downloads=tuple(RemoteFile(_MNIST_URL + f, None, f) for f in MNIST_FILES),
+    downloads=tuple(RemoteFile(_MNIST_URL + f, MNIST_SHA256[f], f) for f in MNIST_FILES),
     homepage="http://yann.lecun.com/exdb/mnist/",
 )
 SVHN = DatasetSpec(
-    name="svhn", files=("train_32x32.mat", "test_32x32.mat"),
-    downloads=tuple(RemoteFile(f"http://ufldl.stanford.edu/housenumbers/{f}", None, f)
-                    for f in ("train_32x32.mat", "test_32x32.mat")),
+    name="svhn", files=tuple(SVHN_SHA256),
+    downloads=tuple(RemoteFile(f"http://ufldl.stanford.edu/housenumbers/{f}", sha, f)
+                    for f, sha in SVHN_SHA256.items()),
     homepage="http://ufldl.stanford.edu/housenumbers/",
 )
 CIFAR10 = DatasetSpec(
     name="cifar10", files=tuple(f"data_batch_{i}" for i in range(1, 6)) + ("test_batch",),
-    downloads=(RemoteFile("https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz",
-                          "6d958be074577803d12ecdefd02955f39262c83c16fe9348329d7fe0b5c001ce",
+    downloads=(RemoteFile("https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz", CIFAR10_SHA256,
                           "cifar-10-python.tar.gz"),),
     prepare=_extract_cifar,
     homepage="https://www.cs.toronto.edu/~kriz/cifar.html",

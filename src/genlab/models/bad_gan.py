@@ -158,9 +158,10 @@ class ConvEncoder(nn.Module):
         return mu, log_sigma
 
 
-def sample_noise(n: int, z_dim: int, device: torch.device | str = "cpu") -> Tensor:
+def sample_noise(n: int, z_dim: int, device: torch.device | str = "cpu",
+                 generator: torch.Generator | None = None) -> Tensor:
     """The bad-GAN prior: z_j ~ U(0, 1) i.i.d. (spec pitfall 11)."""
-    return torch.rand(n, z_dim, device=device)
+    return torch.rand(n, z_dim, device=device, generator=generator)
 
 
 class BadGAN(nn.Module):

@@ -16,6 +16,7 @@ from typing import Any, Callable
 import pytorch_lightning as pl
 import torch
 from torch import Tensor, nn
+from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 from genlab.errors import CheckpointError, ConfigError, DataError
 from genlab.models.bad_gan import BadGAN, sample_noise
@@ -81,7 +82,8 @@ class BadGANTask(pl.LightningModule):
                  lr_horizon_epochs: int | None = None, lr_floor: float = 0.0, init_batches: int = 5,
                  init_source: str = "unlabeled", init_generator: bool = False, n_eval_generated: int = 2000,
                  sample_grid: int = 100, supervised_only: bool = False, density_pretrain_steps: int = 0,
-                 density_pretrain_lr: float = 2e-3, density_pretrain_batch: int = 40) -> None:
+                 density_pretrain_lr: float = 2e-3, density_pretrain_batch: int = 40,
+                 polyak_decay: float | None = None, polyak_init: str = "zeros", eval_noise_seed: int = 0) -> None:
         super().__init__()
         if scheduler is not None:
             raise ConfigError("task.scheduler must be null for the bad GAN: its per-epoch schedule is set by "
@@ -90,9 +92,15 @@ class BadGANTask(pl.LightningModule):
             raise ConfigError("task.vi_weight > 0 needs model.encoder and task.enc_optimizer.")
         if density_input_map not in ("unit_to_symmetric", "identity"):
             raise ConfigError(f"task.density_input_map={density_input_map!r}: use 'unit_to_symmetric' or 'identity'.")
+        if polyak_decay is not None and not 0.0 < polyak_decay < 1.0:
+            raise ConfigError(f"task.polyak_decay={polyak_decay} must lie in (0, 1) (improved-GAN: 0.9999) or be null.")
+        if polyak_init not in ("zeros", "weights"):
+            raise ConfigError(f"task.polyak_init={polyak_init!r}: use 'zeros' (improved-GAN) or 'weights'.")
         if init_source not in ("unlabeled", "labeled"):
             raise ConfigError(f"task.init_source={init_source!r}: use 'unlabeled' (MNIST) or 'labeled'.")
-        self.save_hyperparameters(ignore=["model", "density_model"])
+        # Optimiser factories stay out of the hparams: checkpoints must load with torch.load(weights_only=True).
+        self.save_hyperparameters(ignore=["model", "density_model", "optimizer", "g_optimizer", "enc_optimizer",
+                                          "scheduler"])
         self.automatic_optimization = False
         self.model = model
         self.make_opt_d, self.make_opt_g, self.make_opt_enc = optimizer, g_optimizer, enc_optimizer
@@ -106,6 +114,12 @@ class BadGANTask(pl.LightningModule):
             self.density = load_density_model(density_ckpt, image_shape or [])
         if self.density is not None and not density_pretrain_steps:
             self.density.requires_grad_(False).eval()
+        # Polyak average of D's trainable weights for evaluation (spec §3.2, improved-GAN's avg = avg + (1-decay)
+        # (p - avg)); a submodule, so checkpoints hold it and resume continues the same average.
+        self.d_ema = None
+        if polyak_decay is not None:
+            self.d_ema = AveragedModel(model.discriminator, multi_avg_fn=get_ema_multi_avg_fn(polyak_decay),
+                                       use_buffers=False).requires_grad_(False)
         self.register_buffer("initialised", torch.tensor(False))
         self.register_buffer("ld_threshold", torch.tensor(float("nan")))
         self.best_err = math.inf
@@ -138,10 +152,33 @@ class BadGANTask(pl.LightningModule):
                 gen = self.model.generator(self._noise(len(x)))
             with data_dependent_init(self.model.encoder):
                 self.model.encoder(gen)
+        self._start_polyak()
         if not all(torch.isfinite(p).all() for p in self.model.parameters()):
             raise DataError("the data-dependent init batch produced non-finite weights; the training images "
                             "contain NaN/inf values. Check the dataset files (data.path).")
         self.initialised.fill_(True)
+
+    @torch.no_grad()
+    def _start_polyak(self) -> None:
+        """Start the average from the initialised D: its buffers (fixed WN scales) always, its weights per
+        ``polyak_init`` - 'zeros' as improved-GAN (whose average starts at 0), 'weights' = the init weights."""
+        if self.d_ema is None:
+            return
+        d = self.model.discriminator
+        for mine, theirs in zip(self.d_ema.module.buffers(), d.buffers(), strict=True):
+            mine.copy_(theirs)
+        if self.hparams.polyak_init == "zeros":
+            for p in self.d_ema.module.parameters():
+                p.zero_()
+            self.d_ema.n_averaged.fill_(1)  # >0: the next update averages instead of copying
+        else:
+            self.d_ema.n_averaged.zero_()
+            self.d_ema.update_parameters(d)
+
+    @property
+    def eval_discriminator(self) -> nn.Module:
+        """D used for valid/test: the Polyak average when task.polyak_decay is set, else the raw weights."""
+        return self.model.discriminator if self.d_ema is None else self.d_ema.module
 
     def on_train_start(self) -> None:
         dm = getattr(self.trainer, "datamodule", None)
@@ -220,6 +257,8 @@ class BadGANTask(pl.LightningModule):
         opt_d.zero_grad(set_to_none=True)
         self.manual_backward(parts["loss"])
         opt_d.step()
+        if self.d_ema is not None:
+            self.d_ema.update_parameters(d)
         parts.update(L.true_fake_stats(logits_unl.detach(), logits_gen.detach()))
         parts["train_err"] = (logits_lab.argmax(1) != batch["y_lab"]).float().mean()
         return parts
@@ -290,7 +329,7 @@ class BadGANTask(pl.LightningModule):
         self._eval = {"n_err": 0, "n": 0, "logits": []}
 
     def _eval_step(self, batch: dict[str, Tensor]) -> None:
-        logits, _ = self.model.discriminator(batch["x"])
+        logits, _ = self.eval_discriminator(batch["x"])
         self._eval["n_err"] += int((logits.argmax(1) != batch["y"]).sum())
         self._eval["n"] += len(batch["y"])
         self._eval["logits"].append(logits)
@@ -310,10 +349,14 @@ class BadGANTask(pl.LightningModule):
         if ev["n"] == 0:
             return
         err = 100.0 * ev["n_err"] / ev["n"]
-        g = self.model.generator
+        g, d = self.model.generator, self.eval_discriminator
         n_gen = min(self.hparams.n_eval_generated, ev["n"])
-        gen = torch.cat([g(self._noise(min(500, n_gen - i))) for i in range(0, n_gen, 500)])
-        logits_gen = torch.cat([self.model.discriminator(gen[i:i + 500])[0] for i in range(0, n_gen, 500)])
+        # A private generator: evaluation never moves the training RNG (bit-exact resume across evaluations) and
+        # every evaluation shows the same z, so sample grids are comparable over time.
+        rng = torch.Generator(self.device).manual_seed(self.hparams.eval_noise_seed)
+        z_dim = g.z_dim
+        gen = torch.cat([g(sample_noise(min(500, n_gen - i), z_dim, self.device, rng)) for i in range(0, n_gen, 500)])
+        logits_gen = torch.cat([d(gen[i:i + 500])[0] for i in range(0, n_gen, 500)])
         stats = L.true_fake_stats(torch.cat(ev["logits"]), logits_gen)
         logs = {f"{stage}/err": err, f"{stage}/n_err": float(ev["n_err"])}
         logs.update({f"{stage}/{k}": float(v) for k, v in stats.items()})
