@@ -105,3 +105,27 @@ def test_load_tokenizer_dispatches_on_the_checkpoint_files(tmp_path, vocab_dir):
     with pytest.raises(DataError, match="no tokenizer there"):
         load_tokenizer(empty)
     assert checkpoint_identity(empty) is None
+
+
+def test_tokenizer_json_saved_by_transformers_gives_the_same_tokenizer(tmp_path, vocab_dir):
+    """transformers >= 5 saves tokenizer.json (no vocab.txt): same ids, same identity as the vocab.txt folder."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "vocab.txt").write_bytes((vocab_dir / "vocab.txt").read_bytes())
+    (src / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": False}))
+    saved = tmp_path / "saved"
+    transformers.BertTokenizerFast.from_pretrained(src, local_files_only=True).save_pretrained(saved)
+    (saved / "vocab.txt").unlink(missing_ok=True)
+    from_json, from_txt = load_tokenizer(saved), load_tokenizer(src)
+    assert from_json.vocab_file.name == "tokenizer.json"
+    assert from_json.identity == from_txt.identity and not from_json.lower
+    for text in SENTENCES:
+        assert from_json.encode(text) == from_txt.encode(text)
+    (saved / "tokenizer_config.json").unlink()  # settings then come from the tokenizer.json normaliser
+    assert load_tokenizer(saved).identity == from_txt.identity
+
+    unigram = tmp_path / "unigram"
+    unigram.mkdir()
+    (unigram / "tokenizer.json").write_text(json.dumps({"model": {"type": "Unigram", "vocab": []}}))
+    with pytest.raises(DataError, match="holds a Unigram tokenizer"):
+        load_tokenizer(unigram)

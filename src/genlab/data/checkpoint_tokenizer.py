@@ -1,11 +1,12 @@
 """The tokenizer that belongs to a pretrained checkpoint, for finetuning data (``data.tokenizer=<path>``).
 
-``path`` may be a SentencePiece ``.model`` (ours or XLNet's ``spiece.model``), a BERT ``vocab.txt``, or a checkpoint
-folder holding one of them (an HF ``xlnet-base-cased`` / ``bert-base-uncased`` folder, or a genlab export). The
-folder's ``tokenizer_config.json`` decides lower-casing (``do_lower_case``), as the checkpoint was pretrained; it
-overrides ``data.lower``. Every tokenizer returned has ``encode``, ``vocab_size`` and ``identity``;
-:func:`special_ids` gives the ids an input layout must use instead of XLNet's fixed ones (none for SentencePiece,
-whose ``<cls>``/``<sep>`` ids are fixed; ``[CLS]``/``[SEP]``/``[PAD]`` of the vocabulary for WordPiece).
+``path`` may be a SentencePiece ``.model`` (ours or XLNet's ``spiece.model``), a BERT ``vocab.txt`` or WordPiece
+``tokenizer.json`` (what ``transformers`` >= 5 saves), or a checkpoint folder holding one of them (an HF
+``xlnet-base-cased`` / ``bert-base-uncased`` folder, or a genlab export). The folder's ``tokenizer_config.json``
+decides lower-casing (``do_lower_case``), as the checkpoint was pretrained; it overrides ``data.lower``. Every
+tokenizer returned has ``encode``, ``vocab_size`` and ``identity``; :func:`special_ids` gives the ids an input layout
+must use instead of XLNet's fixed ones (none for SentencePiece, whose ``<cls>``/``<sep>`` ids are fixed;
+``[CLS]``/``[SEP]``/``[PAD]`` of the vocabulary for WordPiece).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from genlab.data.pretrain_corpus import PieceTokenizer
 from genlab.data.wordpiece_tokenizer import WordPieceTokenizer
 from genlab.errors import DataError
 
-SENTENCEPIECE, WORDPIECE = "spiece.model", "vocab.txt"
+SENTENCEPIECE, WORDPIECE, TOKENIZER_JSON = "spiece.model", "vocab.txt", "tokenizer.json"
 
 
 class FinetuneTokenizer(Protocol):
@@ -41,7 +42,7 @@ def tokenizer_file(path: str | os.PathLike) -> Path | None:
     path = Path(path).expanduser()
     if path.is_file():
         return path
-    for name in (SENTENCEPIECE, WORDPIECE):
+    for name in (SENTENCEPIECE, WORDPIECE, TOKENIZER_JSON):
         if (path / name).is_file():
             return path / name
     models = sorted(path.glob("*.model")) if path.is_dir() else []
@@ -63,12 +64,13 @@ def load_tokenizer(path: str | os.PathLike, lower: bool = False) -> FinetuneToke
     file = tokenizer_file(path)
     if file is None:
         raise DataError(f"data.tokenizer={path}: no tokenizer there; give a SentencePiece .model, a BERT vocab.txt, "
-                        f"or a checkpoint folder containing {SENTENCEPIECE} or {WORDPIECE}.")
+                        f"or a checkpoint folder containing {SENTENCEPIECE}, {WORDPIECE} or {TOKENIZER_JSON}.")
     if file.suffix == ".model":
         return PieceTokenizer(file, _lower_from_config(file, lower))
-    if file.suffix == ".txt":
+    if file.suffix in (".txt", ".json"):
         return WordPieceTokenizer(file)
-    raise DataError(f"data.tokenizer={path}: {file.name} is neither a SentencePiece .model nor a WordPiece vocab.txt.")
+    raise DataError(f"data.tokenizer={path}: {file.name} is not a SentencePiece .model, WordPiece vocab.txt or "
+                    "tokenizer.json.")
 
 
 def checkpoint_identity(path: str | os.PathLike) -> str | None:

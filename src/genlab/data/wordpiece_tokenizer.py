@@ -1,4 +1,5 @@
-"""BERT WordPiece tokenisation of a published checkpoint (``vocab.txt`` + ``tokenizer_config.json``).
+"""BERT WordPiece tokenisation of a published checkpoint (``vocab.txt`` or, as ``transformers`` >= 5 saves it,
+``tokenizer.json``; settings from ``tokenizer_config.json``).
 
 The algorithm is the ``tokenizers`` library's (BERT normaliser: clean text, CJK spacing, optional accent strip and
 lower-casing; BERT pre-tokeniser: whitespace and punctuation; greedy longest-match WordPiece with ``##``
@@ -30,21 +31,45 @@ def _token(value: Any, default: str) -> str:
     return value if isinstance(value, str) else default
 
 
-def read_settings(vocab_file: Path) -> dict[str, Any]:
-    """Normalisation flags and special tokens from the ``tokenizer_config.json`` next to ``vocab_file``, with
-    Hugging Face's ``BertTokenizer`` defaults for what it does not say."""
-    config_path = vocab_file.parent / CONFIG
-    config: dict[str, Any] = {}
-    if config_path.is_file():
-        try:
-            config = json.loads(config_path.read_text(encoding="utf-8"))
-        except ValueError as err:
-            raise DataError(f"{config_path} is not valid JSON ({err}); restore the checkpoint's file.") from err
-    settings = {"do_lower_case": bool(config.get("do_lower_case", True)),
+def _json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as err:
+        raise DataError(f"{path} is not valid JSON ({err}); restore the checkpoint's file.") from err
+
+
+def read_vocab(path: Path) -> dict[str, int]:
+    """token -> id from ``vocab.txt`` (id = line number, as Hugging Face's ``load_vocab``: a repeated token keeps
+    its last line) or from the WordPiece model of a ``tokenizer.json``."""
+    if path.suffix == ".json":
+        model = _json(path).get("model", {})
+        if model.get("type") != "WordPiece":
+            raise DataError(f"{path} holds a {model.get('type')} tokenizer, not BERT's WordPiece; use the checkpoint's "
+                            "own vocab.txt / spiece.model.")
+        return dict(model["vocab"])
+    with open(path, encoding="utf-8") as f:  # universal newlines, as Hugging Face reads it
+        return {line.rstrip("\n"): i for i, line in enumerate(f)}
+
+
+def read_settings(path: Path) -> dict[str, Any]:
+    """Normalisation flags and special tokens from the ``tokenizer_config.json`` next to ``path`` (else the BERT
+    normaliser of a ``tokenizer.json``), with Hugging Face's ``BertTokenizer`` defaults for what neither says."""
+    config_path = path.parent / CONFIG
+    config: dict[str, Any] = _json(config_path) if config_path.is_file() else {}
+    if not config and path.suffix == ".json":
+        norm = _json(path).get("normalizer") or {}
+        if norm.get("type") == "BertNormalizer":
+            config = {"do_lower_case": norm.get("lowercase"), "strip_accents": norm.get("strip_accents"),
+                      "tokenize_chinese_chars": norm.get("handle_chinese_chars")}
+    settings = {"do_lower_case": bool(_default(config.get("do_lower_case"), True)),
                 "strip_accents": config.get("strip_accents"),
-                "tokenize_chinese_chars": bool(config.get("tokenize_chinese_chars", True))}
+                "tokenize_chinese_chars": bool(_default(config.get("tokenize_chinese_chars"), True))}
     settings.update({name: _token(config.get(name), default) for name, default in SPECIALS.items()})
     return settings
+
+
+def _default(value: Any, default: Any) -> Any:
+    return default if value is None else value
 
 
 class WordPieceTokenizer:
@@ -62,12 +87,7 @@ class WordPieceTokenizer:
         if not self.vocab_file.is_file():
             raise DataError(f"WordPiece vocabulary {self.vocab_file} does not exist; point data.tokenizer at the "
                             "checkpoint folder holding vocab.txt.")
-        raw = self.vocab_file.read_bytes()
-        vocab: dict[str, int] = {}
-        for i, line in enumerate(raw.decode("utf-8").split("\n")):
-            token = line.rstrip("\r")
-            if token or i < raw.count(b"\n"):
-                vocab[token] = i  # as Hugging Face's load_vocab: id = line number, a repeated token keeps the last
+        vocab = read_vocab(self.vocab_file)
         self.settings = {**read_settings(self.vocab_file), **overrides}
         s = self.settings
         missing = [s[name] for name in SPECIALS if s[name] not in vocab]
@@ -83,8 +103,10 @@ class WordPieceTokenizer:
         self._vocab_size = max(vocab.values()) + 1
         self.lower = s["do_lower_case"]
         self.unk_id, self.cls_id, self.sep_id, self.pad_id, self.mask_id = (vocab[s[n]] for n in SPECIALS)
+        # the same vocabulary and settings give the same identity whichever file they were read from
+        tokens = "\n".join(sorted(vocab, key=vocab.__getitem__)).encode()
         flags = json.dumps({k: s[k] for k in sorted(s)}, sort_keys=True).encode()
-        self.identity = "wordpiece-" + hashlib.sha256(raw + b"\0" + flags).hexdigest()[:16]
+        self.identity = "wordpiece-" + hashlib.sha256(tokens + b"\0" + flags).hexdigest()[:16]
 
     @property
     def vocab_size(self) -> int:
