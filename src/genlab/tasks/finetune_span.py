@@ -5,7 +5,8 @@ of the answer-class logit against ``is_impossible``. Evaluation: start/end beam 
 across windows, null score = min over windows of the answer-class logit, then the official EM/F1
 (genlab.metrics.squad_eval). SQuAD 2.0 logs the scores at ``null_threshold`` and, with
 ``threshold: search_on_dev``, the best threshold found on the dev set itself (``best_exact``/``best_f1``, what
-the official script reports). SQuAD 1.1 ignores the answerability head and always answers (spec §5.4).
+the official script reports). A SQuAD 1.1 dev set ignores the answerability head and always answers (spec §5.4),
+also when the model was trained on 2.0 (``data.eval_version=1.1``: the seeds' SQuAD 1.1 protocol).
 Prediction files (official format): ``predictions.json``, ``null_odds.json``, ``nbest_predictions.json``.
 """
 
@@ -43,6 +44,7 @@ class SpanExtractionTask(FinetuneTask):
         if threshold not in ("search_on_dev", "fixed"):
             raise ConfigError(f"task.threshold={threshold!r} must be 'search_on_dev' or 'fixed'.")
         self.version, self.threshold, self.null_threshold = version, threshold, null_threshold
+        self._dev_version = version  # the scored dev set's version, read from the DataModule at each evaluation
         self.start_n_top, self.end_n_top, self.n_best = start_n_top, end_n_top, n_best
         self.max_answer_length, self.prediction_dir = max_answer_length, prediction_dir
         eps = getattr(getattr(self.backbone, "transformer", None), "arch", {}).get("layer_norm_eps", 1e-12)
@@ -80,12 +82,14 @@ class SpanExtractionTask(FinetuneTask):
 
     on_test_epoch_start = on_validation_epoch_start
 
-    def scores(self, examples, feats, data) -> tuple[dict[str, float], tuple]:
+    def scores(self, examples, feats, data, version: str | None = None) -> tuple[dict[str, float], tuple]:
+        """Official scores of the collected windows on ``data``. ``version`` is the dev set's: "1.1" ignores the
+        answer-class head and always answers (also for a model trained on 2.0, the seeds' 1.1 protocol)."""
         n = len(feats.cls_index)
         results = {k: np.stack([self._results[f][k] for f in range(n)]) for k in RESULT_KEYS}
         preds, null, nbest = postprocess(examples, feats, results, self.start_n_top, self.end_n_top, self.n_best,
                                          self.max_answer_length)
-        if self.version == "1.1":
+        if (version or self.version) == "1.1":
             return evaluate(data, preds), (preds, null, nbest)
         out = evaluate(data, preds, null, self.null_threshold)
         return out, (preds, null, nbest)
@@ -95,7 +99,8 @@ class SpanExtractionTask(FinetuneTask):
         feats = dm.features["dev"]
         if len(self._results) < len(feats.cls_index):  # sanity/limited runs: score only complete passes
             return
-        out, (preds, null, nbest) = self.scores(dm.dev_examples, feats, dm.dev_data)
+        self._dev_version = getattr(dm, "dev_version", self.version)
+        out, (preds, null, nbest) = self.scores(dm.dev_examples, feats, dm.dev_data, self._dev_version)
         keep = ("exact", "f1", "HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1", "best_exact", "best_f1",
                 "best_f1_thresh")
         self.log_dict({f"{stage}/{k.lower()}": float(v) for k, v in out.items() if k in keep})
@@ -111,7 +116,7 @@ class SpanExtractionTask(FinetuneTask):
     def _write(self, preds, null, nbest, out) -> None:
         root = Path(self.prediction_dir or Path(self.trainer.log_dir or self.trainer.default_root_dir) / "predictions")
         root.mkdir(parents=True, exist_ok=True)
-        if self.version == "2.0" and self.threshold == "fixed":
+        if self._dev_version == "2.0" and self.threshold == "fixed":
             preds = {q: ("" if null[q] > self.null_threshold else t) for q, t in preds.items()}
         (root / "predictions.json").write_text(json.dumps(preds, indent=1))
         (root / "null_odds.json").write_text(json.dumps(null, indent=1))
