@@ -302,3 +302,44 @@ def test_inception_score_formula_with_stub_classifier():
     assert mean == pytest.approx(10.0, rel=1e-6) and std == pytest.approx(0.0, abs=1e-6)
     same = np.tile(np.eye(10)[3], (500, 1))
     assert inception_score(same, splits=5)[0] == pytest.approx(1.0, rel=1e-6)
+
+
+def test_test_loop_logs_grid_kls_and_mode_gap():
+    """train.py runs Trainer.test after fit: the grid KLs (and, with unequal weights, the mode energy gap) are
+    logged under test/ so genlab-report can tabulate them."""
+    import pytorch_lightning as pl
+
+    from genlab.data.toy2d import Toy2DDataModule
+
+    dm = Toy2DDataModule("biased_gmm2", n_train=2000, batch_size=200)
+    task = toy_task("egan_ent_nn", nn_k=5, n_eval_generated=2000, grid=40)
+    trainer = pl.Trainer(max_epochs=1, accelerator="cpu", logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0)
+    trainer.fit(task, datamodule=dm)
+    out = trainer.test(task, datamodule=dm, verbose=False)[0]
+    assert {f"test/kl_{a}_{b}" for a, b in [("disc", "data"), ("gen", "emp")]} <= set(out)
+    light, heavy = task.energy_on(torch.from_numpy(dm.truth.means.astype(np.float32))).tolist()  # weights 0.1, 0.9
+    assert out["test/mode_energy_gap"] == pytest.approx(light - heavy, abs=1e-5)
+    assert task.mode_energy_gap(gmm4(200)[1]) is None  # equal weights: no light/heavy mode
+
+
+def test_ranking_spearman_sign():
+    """Check 18's statistic: an energy equal to the distance to the mean training image ranks perfectly (+1);
+    its negation gives -1."""
+    from genlab.tasks.cegan import spearman
+
+    task = toy_task("egan_const")
+    x_train = torch.randn(50, 2)
+    x_test = torch.randn(30, 2)
+    task.model.discriminator = _DistanceEnergy(x_train.mean(0))  # score = squared distance to the mean
+    assert task.ranking_spearman(x_train, x_test) == pytest.approx(1.0)
+    assert spearman(np.arange(5.0), -np.arange(5.0)) == pytest.approx(-1.0)
+
+
+class _DistanceEnergy(torch.nn.Module):
+    def __init__(self, mean):
+        super().__init__()
+        self.mean = mean
+
+    def forward(self, x):
+        return (x - self.mean).pow(2).sum(1)
