@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
-import socket
-import subprocess
 import sys
 from pathlib import Path
 
@@ -36,6 +33,8 @@ from genlab.parallel import (
     parallelize,
 )
 from genlab.tasks.lm import LanguageModelTask
+
+from launch_ranks import run_ranks
 
 STREAMS, TGT_LEN, SEGMENTS, VOCAB, EPOCHS = 4, 8, 3, 50, 2
 
@@ -136,18 +135,7 @@ def xlnet_losses(rank: int, world: int) -> list[float]:
 
 def launch(out: Path, world: int, resume: str | None = None) -> list[dict]:
     out.mkdir(parents=True, exist_ok=True)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    procs = []
-    for rank in range(world):
-        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), LOCAL_RANK=str(rank),
-                   NODE_RANK="0", WORLD_SIZE=str(world), OMP_NUM_THREADS="1")
-        cmd = [sys.executable, __file__, "worker", str(out), str(world), str(rank)] + ([resume] if resume else [])
-        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    logs = [p.communicate(timeout=300)[0] for p in procs]
-    for p, log in zip(procs, logs):
-        assert p.returncode == 0, log[-4000:]
+    run_ranks(__file__, ["worker", str(out), str(world), "{rank}"] + ([resume] if resume else []), world)
     return [json.loads((out / f"rank{r}.json").read_text()) for r in range(world)]
 
 

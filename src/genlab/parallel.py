@@ -53,9 +53,48 @@ def accumulation_steps(global_batch: int, micro_batch: int, world_size: int) -> 
         raise ConfigError(
             f"data.global_batch={global_batch} is not a multiple of micro-batch x world size = {micro_batch} x "
             f"{world_size} = {per_step}; choose a global batch divisible by {per_step} or change data.batch_size "
-            "/ trainer.devices."
+            "/ trainer.devices / trainer.num_nodes."
         )
     return global_batch // per_step
+
+
+def resolve_accelerator(accelerator: str = "auto") -> str:
+    """``cuda``, ``mps`` or ``cpu`` for a config's ``trainer.accelerator``, resolved as Lightning does."""
+    if accelerator in ("auto", "gpu"):
+        if torch.cuda.is_available():
+            return "cuda"
+        if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+            return "mps"
+        return "cpu"
+    return accelerator if accelerator in ("cuda", "mps") else "cpu"
+
+
+def world_size(devices: Any, num_nodes: int = 1, accelerator: str = "auto") -> int:
+    """Processes a run will have: devices per node (int, list of ids, "0,1", -1/"auto") x ``num_nodes``."""
+    if isinstance(devices, str) and devices != "auto":
+        devices = [d for d in devices.split(",") if d.strip()] if "," in devices else int(devices)
+    if not isinstance(devices, (int, str)):  # a list of device ids (list or ListConfig)
+        per_node = len(devices)
+    elif devices in ("auto", -1):  # Lightning: every GPU of the node, one process on CPU
+        kind = resolve_accelerator(accelerator)
+        per_node = torch.cuda.device_count() if kind == "cuda" else 1
+    else:
+        per_node = int(devices)
+    if per_node < 1 or int(num_nodes) < 1:
+        raise ConfigError(f"trainer.devices={devices} x trainer.num_nodes={num_nodes} gives no process to run on.")
+    return per_node * int(num_nodes)
+
+
+def check_strategy_device(strategy: Any, accelerator: str = "auto") -> None:
+    """FSDP1 cannot run on CPU: Lightning's FSDPStrategy refuses it and PyTorch's FullyShardedDataParallel raises
+    "FSDP needs a non-CPU accelerator device" (torch 2.13). Say so before any work, with the alternatives."""
+    target = strategy.get("_target_", "") if hasattr(strategy, "get") else str(strategy)
+    fsdp1 = target.rsplit(".", 1)[-1] == "FSDPStrategy" or target in ("fsdp", "fsdp_cpu_offload")
+    if fsdp1 and resolve_accelerator(str(accelerator)) == "cpu":
+        raise ConfigError(
+            "strategy=fsdp1 (Lightning's FSDPStrategy, PyTorch FSDP1) needs a CUDA GPU: FSDP1 has no CPU device "
+            "support. On CPU use strategy=fsdp (FSDP2, gloo) or strategy=ddp; on GPUs set trainer.accelerator=gpu."
+        )
 
 
 def check_precision(precision: str, device: torch.device) -> None:
@@ -84,14 +123,7 @@ def check_precision(precision: str, device: torch.device) -> None:
 def check_trainer_precision(precision: str, accelerator: str = "auto") -> None:
     """``check_precision`` from config values, before the Trainer exists (Lightning would silently turn
     16-mixed into bf16-mixed on CPU): ``accelerator`` auto/gpu/cuda/mps/cpu resolves as Lightning does."""
-    if accelerator in ("auto", "gpu"):
-        if torch.cuda.is_available():
-            accelerator = "cuda"
-        elif getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-            accelerator = "mps"
-        else:
-            accelerator = "cpu"
-    check_precision(precision, torch.device(accelerator if accelerator in ("cuda", "mps") else "cpu"))
+    check_precision(precision, torch.device(resolve_accelerator(accelerator)))
 
 
 def _dtype(name: str | None) -> torch.dtype | None:

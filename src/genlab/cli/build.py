@@ -3,19 +3,27 @@ data -> model (with sizes only the data knows) -> task -> callbacks, loggers -> 
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
 from hydra.utils import instantiate
 from pytorch_lightning.callbacks import LearningRateMonitor, ProgressBar
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
-from genlab.errors import CheckpointError
-from genlab.parallel import check_trainer_precision
+from genlab.errors import CheckpointError, ConfigError
+from genlab.parallel import accumulation_steps, check_strategy_device, check_trainer_precision, world_size
+
+log = logging.getLogger("genlab")
 
 
 def build_data(data_cfg: DictConfig) -> pl.LightningDataModule:
+    if "global_batch" in data_cfg:
+        # The CLI's key (it sets trainer.accumulate_grad_batches), not a DataModule argument.
+        plain = OmegaConf.to_container(data_cfg, resolve=True)
+        plain.pop("global_batch")
+        data_cfg = OmegaConf.create(plain)
     datamodule = instantiate(data_cfg)
     datamodule.prepare_data()
     datamodule.setup("fit")
@@ -45,8 +53,47 @@ def build_loggers(cfg: DictConfig) -> list[Any]:
     return [lg for lg in loggers if lg is not None]
 
 
+def accumulate_grad_batches(cfg: DictConfig) -> int:
+    """``trainer.accumulate_grad_batches``, derived from ``data.global_batch`` when that is set.
+
+    ``data.global_batch`` counts samples (sequences; for ordered LM streams, streams per optimiser step, so
+    tokens per step = global_batch x data.tgt_len) over all processes: accumulation = global_batch /
+    (data.batch_size x trainer.devices x trainer.num_nodes), so one sweep optimises the same on 1 or 64 devices.
+    """
+    explicit = int(cfg.trainer.get("accumulate_grad_batches") or 1)
+    global_batch = cfg.data.get("global_batch") if cfg.get("data") is not None else None
+    if global_batch is None:
+        return explicit
+    micro = cfg.data.get("batch_size")
+    if not isinstance(micro, int):
+        raise ConfigError("data.global_batch needs the per-device micro-batch data.batch_size (an integer), which "
+                          "this data config does not have; remove data.global_batch and set "
+                          "trainer.accumulate_grad_batches instead.")
+    world = world_size(cfg.trainer.devices, cfg.trainer.num_nodes, str(cfg.trainer.accelerator))
+    steps = accumulation_steps(int(global_batch), micro, world)
+    if explicit not in (1, steps):
+        raise ConfigError(
+            f"data.global_batch={global_batch} sets trainer.accumulate_grad_batches={steps} (= {global_batch} / "
+            f"({micro} x {world} processes)), but trainer.accumulate_grad_batches={explicit} is also set; "
+            "drop one of the two."
+        )
+    log.info("data.global_batch=%d = data.batch_size %d x %d processes x trainer.accumulate_grad_batches %d",
+             global_batch, micro, world, steps)
+    if steps > 1 and "tgt_len" in cfg.data:
+        # Lightning accumulates consecutive batches: for ordered streams these are consecutive segments of the
+        # same streams, not the spec's chunks of streams with their own memory (TXL batch_chunk).
+        log.warning("data.global_batch on ordered LM streams: the %d accumulated micro-batches are consecutive "
+                    "segments of data.batch_size streams; this matches more devices in tokens per step, not in "
+                    "which streams are seen.", steps)
+    return steps
+
+
 def build_trainer(cfg: DictConfig, callbacks: list[pl.Callback], loggers: list[Any]) -> pl.Trainer:
     check_trainer_precision(str(cfg.trainer.precision), str(cfg.trainer.accelerator))
+    check_strategy_device(cfg.trainer.get("strategy", "auto"), str(cfg.trainer.accelerator))
+    accumulate = accumulate_grad_batches(cfg)
+    with open_dict(cfg.trainer):  # recorded: the run's config.yaml shows the value actually used
+        cfg.trainer.accumulate_grad_batches = accumulate
     return instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
 
 
