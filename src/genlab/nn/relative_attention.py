@@ -138,9 +138,11 @@ def _attend_train(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, dropatt: float,
     b, h, l, dh = q.shape
     with torch.autocast(q.device.type, enabled=False):
         work = bias.dtype
-        scores = bias.view(b * h, l, -1).baddbmm_(q.to(work).reshape(b * h, l, dh),
-                                                  k.to(work).reshape(b * h, -1, dh).transpose(1, 2),
-                                                  alpha=1.0 / math.sqrt(dh))
+        # in place into the bias (built for this call, read by nothing else); an unsafe view, as torch.matmul
+        # uses, because an in-place write through a tracked view copies the whole buffer in backward
+        flat = torch.ops.aten._unsafe_view(bias.contiguous(), (b * h, l, bias.shape[-1]))
+        scores = flat.baddbmm_(q.to(work).reshape(b * h, l, dh), k.to(work).reshape(b * h, -1, dh).transpose(1, 2),
+                               alpha=1.0 / math.sqrt(dh))
         prob = F.dropout(scores.softmax(-1), dropatt, training)
         out = torch.bmm(prob, v.to(work).reshape(b * h, -1, dh)).to(out_dtype)
     return out.view(b, h, l, dh).transpose(1, 2).reshape(b, l, h * dh)

@@ -11,8 +11,8 @@ index ``T - i + j``). Only the difference ``s_- - s_+`` of the segment term matt
 constant per query row, which softmax ignores, so the segment bias is ``diff_ij · (q_i+b)·(s_- - s_+)``.
 
 With a bias that needs a gradient, SDPA can only use its unfused math path; training therefore runs the same
-math as one ``baddbmm`` (bias + scaled q·k) and a plain softmax (fewer passes over the [B, H, T, K] scores);
-without gradients SDPA's fused kernel is used.
+math as one ``baddbmm`` accumulating the scaled q·k into the bias in place, and a plain softmax (fewer passes
+and buffers over the [B, H, T, K] scores); without gradients SDPA's fused kernel is used.
 
 The query stream works on its P prediction slots only (never on all T positions): slot p sits at position
 ``pos_p`` and reads positional scores at ``T - pos_p + j`` via one gather. Keys and values always come from
@@ -129,8 +129,16 @@ class TwoStreamRelAttention(nn.Module):
         p = self.dropatt if self.training else 0.0
         if torch.is_grad_enabled() and (bias.requires_grad or qu.requires_grad):
             b, h, lq, dh = qu.shape
-            scores = torch.baddbmm(bias.reshape(b * h, lq, -1), qu.reshape(b * h, lq, dh),
-                                   k.reshape(b * h, -1, dh).transpose(1, 2), alpha=self.scale)
+            q_flat, k_flat = qu.reshape(b * h, lq, dh), k.reshape(b * h, -1, dh).transpose(1, 2)
+            in_place = bias._base is None and bias.is_contiguous() and bias.dtype == qu.dtype
+            if in_place and not torch.is_autocast_enabled(qu.device.type):
+                # a bias built for this call (mask / segment / gathered terms) takes the scaled q·k in place:
+                # no second [B, H, Lq, K] buffer (an unsafe view, as torch.matmul uses: a tracked view would
+                # make the in-place write copy the whole buffer in backward; nothing else reads this bias)
+                flat = torch.ops.aten._unsafe_view(bias, (b * h, lq, bias.shape[-1]))
+                scores = flat.baddbmm_(q_flat, k_flat, alpha=self.scale)
+            else:  # the bare shifted view aliases the shared positional table
+                scores = torch.baddbmm(bias.reshape(b * h, lq, -1), q_flat, k_flat, alpha=self.scale)
             probs = F.dropout(scores.softmax(-1), p, self.training)
             out = torch.bmm(probs, v.reshape(b * h, -1, dh)).view(b, h, lq, dh)
         else:

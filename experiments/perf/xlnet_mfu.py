@@ -1,0 +1,120 @@
+"""Achieved FLOP/s of a genlab XLNet training step as a fraction of the GEMM rate measured in the same run.
+
+The pretraining step of ``xlnet_throughput.py`` (two streams, perm_mask, target_mapping, memory, PLM loss,
+backward, AdamW) at base dimensions (d=768, 12 heads, d_inner=3072, T=512, M=384, P=85 prediction slots, B=2),
+fp32 on CPU. FLOPs are counted analytically: the matmuls the model needs (queries, keys|values over [mem; h],
+the positional key projection, content, positional and value terms over the K = M + T keys for the T content
+rows and the P query slots, output projections, feed-forward for T + P rows, the tied output layer over the P
+slots), x3 for forward + backward, except: no input gradient for the memory rows or the sinusoids, and the last
+layer's content stream runs forward only (the loss reads the query stream; its keys come from the layer input,
+so the backward never reaches that stream: the autograd graph skips it). They are
+cross-checked against torch's FlopCounterMode on one step, which counts what really ran (the positional term
+against all K + T distances, the segment term). Between the timed steps this process times fp32 GEMMs on the
+same thread count (interleaved, so both see the same machine load); MFU = analytic FLOPs / step time / median
+GEMM rate.
+
+    python experiments/perf/xlnet_mfu.py --threads 1 --steps 3              # 12 layers, about 3 minutes
+    python experiments/perf/xlnet_mfu.py --threads 1 --n-layer 2 --profile  # quicker, with the top ops
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from gemm_rate import gemm_rate, top_ops
+from xlnet_throughput import SIZES, make_batch
+
+
+def analytic_flops(cfg: dict) -> float:
+    """Matmul FLOPs one training step needs (see the module docstring)."""
+    b, t, m, p = cfg["batch"], cfg["seq"], cfg["mem"], cfg["num_predict"]
+    d, hd, di, n, v = cfg["d_model"], cfg["n_head"] * cfg["d_head"], cfg["d_inner"], cfg["n_layer"], cfg["vocab"]
+    k = m + t
+
+    def stream(rows: int) -> float:  # query projection, 3 score/value terms over K keys, output, feed-forward
+        return 2 * b * rows * (d * hd + 3 * k * hd + hd * d + 2 * d * di)
+
+    # keys|values over K rows: forward + weight gradient over K rows + input gradient for the T new rows only
+    kv = 2 * (2 * b * k * d * 2 * hd) + 2 * b * t * d * 2 * hd
+    pos = 2 * (2 * (k + t) * d * hd)  # forward + weight gradient (the sinusoids need none)
+    per_layer = kv + pos + 3 * stream(p) + 3 * stream(t)
+    # the last layer's content stream feeds only ``out.hidden``, not the loss: forward only
+    return n * per_layer - 2 * stream(t) + 3 * 2 * b * p * d * v
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--n-layer", type=int, default=None, help="override the 12 layers (quicker runs)")
+    parser.add_argument("--batch", type=int, default=None)
+    parser.add_argument("--optimizer", choices=["fused", "adamw", "genlab"], default="fused",
+                        help="torch AdamW fused (one kernel, no temporaries) or per-tensor, or genlab's "
+                             "AdamWeightDecay (the PLM task's)")
+    parser.add_argument("--profile", action="store_true", help="print the top ops of one extra step")
+    args = parser.parse_args()
+    cfg = dict(SIZES["base"])
+    cfg["n_layer"] = args.n_layer or cfg["n_layer"]
+    cfg["batch"] = args.batch or cfg["batch"]
+    torch.set_num_threads(args.threads)
+
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from genlab.models.xlnet import XLNetLMHeadModel, plm_loss
+
+    torch.manual_seed(0)
+    dims = {k: cfg[k] for k in ("n_layer", "d_model", "n_head", "d_head", "d_inner")}
+    model = XLNetLMHeadModel(cfg["vocab"], **dims, dropout=0.0, dropatt=0.0, mem_len=cfg["mem"]).train()
+    if args.optimizer == "genlab":  # what conf/task/plm.yaml trains with
+        from genlab.tasks.layerwise_lr import AdamWeightDecay
+
+        opt = AdamWeightDecay(model.parameters(), lr=1e-4)
+    else:
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=args.optimizer == "fused")
+    memory = [torch.zeros(cfg["batch"], cfg["mem"], cfg["d_model"]) for _ in range(cfg["n_layer"])]
+
+    def step(i: int) -> float:
+        nonlocal memory
+        batch = make_batch(cfg, i)
+        t0 = time.perf_counter()
+        out = model(batch["input_ids"], batch["token_type_ids"], perm_mask=batch["perm_mask"],
+                    target_mapping=batch["target_mapping"], memory=memory, reuse_len=cfg["reuse"])
+        loss = plm_loss(out.logits, batch["target"], batch["target_mask"])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        memory = out.memory
+        return time.perf_counter() - t0
+
+    with FlopCounterMode(display=False) as counter:  # untimed first step
+        step(0)
+    counted = counter.get_total_flops()
+    times, rates = [], [gemm_rate(args.threads)]
+    for i in range(1, 1 + args.steps):
+        times.append(step(i))
+        rates.append(gemm_rate(args.threads))
+    flops, step_s, rate = analytic_flops(cfg), statistics.median(times), statistics.median(rates)
+    print(f"XLNet base dims: n_layer={cfg['n_layer']} d={cfg['d_model']} H={cfg['n_head']} d_inner={cfg['d_inner']} "
+          f"vocab={cfg['vocab']} B={cfg['batch']} T={cfg['seq']} M={cfg['mem']} P={cfg['num_predict']}, fp32 CPU, "
+          f"{args.threads} thread(s), torch {torch.__version__}, {args.steps} timed steps, optimizer {args.optimizer}")
+    print(f"matmul FLOPs per step: analytic (needed) {flops / 1e9:.1f} G, FlopCounterMode (ran) {counted / 1e9:.1f} G "
+          f"({counted / flops:.2f}x)")
+    print(f"GEMM rate {rate / 1e9:.1f} GFLOP/s (median of {len(rates)}: {min(rates) / 1e9:.1f}-{max(rates) / 1e9:.1f}, "
+          f"interleaved with the steps)")
+    print(f"step {step_s:.3f} s ({min(times):.3f}-{max(times):.3f}), {cfg['batch'] * cfg['seq'] / step_s:.1f} tok/s, "
+          f"achieved {flops / step_s / 1e9:.1f} GFLOP/s = {flops / step_s / rate:.1%} of the GEMM rate "
+          f"(GEMM floor {flops / rate:.3f} s)")
+    if args.profile:
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            step(1 + args.steps)
+        print("top ops (one step, torch.profiler):\n" + top_ops(prof, limit=16))
+
+
+if __name__ == "__main__":
+    main()
