@@ -7,9 +7,8 @@ text differ in length and content. Comparing each raw character (normalised on i
 keeping the LCS recovers, for every piece, the raw characters it came from; raw characters that match nothing
 (``````, ``ﬁ``, an unknown piece's text ...) go to the piece they fall inside.
 
-The DP is banded (|i - j| stays within ``|N - M| + band`` of the diagonal, as the official ``max_dist``) and
-vectorised per row: with ``cand[j] = max(D[i-1][j], D[i-1][j-1] + match)``, row i is the running maximum of
-``cand`` (``D[i][j] = max(cand[j], D[i][j-1])``), one ``np.maximum.accumulate`` per raw character.
+The LCS is exact over the whole paragraph (the official code bands it with ``max_dist``; an exact LCS needs no
+band) and bit-parallel: one machine-word-vectorised big-integer update per raw character, see :func:`lcs_pairs`.
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ from functools import lru_cache
 import numpy as np
 
 UNK_CHAR = "\uffff"  # stands for an <unk> piece: its surface text is unknown, so it must match nothing
-NEG = np.int32(-(1 << 28))
 
 
 @dataclass
@@ -34,70 +32,76 @@ class Paragraph:
 
 
 @lru_cache(maxsize=65536)
-def _norm_char(c: str, lower: bool) -> str:
-    """One raw character as the tokenizer's preprocessing would write it ('' for a dropped accent)."""
-    s = "".join(x for x in unicodedata.normalize("NFKD", c) if not unicodedata.combining(x))
+def _norm_code(cp: int, lower: bool) -> int:
+    """Code point of one raw character as the tokenizer's preprocessing writes it (whitespace -> space, NFKD
+    without accents, optional lower-casing); -1 when it becomes zero or several characters."""
+    c = chr(cp)
     if c.isspace():
-        s = " "
-    return s.lower() if lower else s
+        return 32
+    s = "".join(x for x in unicodedata.normalize("NFKD", c) if not unicodedata.combining(x))
+    s = s.lower() if lower else s
+    return ord(s) if len(s) == 1 else -1
 
 
-def _codes(chars: list[str]) -> np.ndarray:
-    """Code points of one-character strings; anything else (expansions, drops) gets a code no piece has."""
-    return np.array([ord(c) if len(c) == 1 else -1 - i for i, c in enumerate(chars)], dtype=np.int64)
+def _code_points(text: str) -> np.ndarray:
+    return np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32).astype(np.int64)
 
 
-def lcs_pairs(a: np.ndarray, b: np.ndarray, band: int = 16) -> tuple[np.ndarray, np.ndarray]:
+def raw_codes(context: str, lower: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(normalised code per raw character, is-whitespace flag), mapped once per distinct character. Characters
+    that expand or vanish get distinct negative codes so they match nothing."""
+    cps = _code_points(context)
+    uniq, inv = np.unique(cps, return_inverse=True)
+    codes = np.array([_norm_code(int(u), lower) for u in uniq], dtype=np.int64)[inv]
+    space = np.array([chr(int(u)).isspace() for u in uniq], dtype=bool)[inv]
+    bad = np.flatnonzero(codes < 0)
+    codes[bad] = -1 - bad
+    return codes, space
+
+
+def lcs_pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Indices (ia, ib) of a longest common subsequence of the code arrays ``a`` [N] and ``b`` [M], both increasing.
 
-    The DP lives in a band of width W = |N - M| + 2·band + 1; row i covers columns j = lo + i .. lo + i + W - 1 with
-    lo = min(0, M - N) - band, so the previous row's D[i-1][j] and D[i-1][j-1] are at band offsets k+1 and k."""
-    n, m = len(a), len(b)
-    lo = min(0, m - n) - band
-    w = abs(m - n) + 2 * band + 1
-    table = np.empty((n + 1, w), dtype=np.int32)  # table[i, k] = D[i][lo + i + k]
-    cols0 = lo + np.arange(w)
-    table[0] = np.where((cols0 >= 0) & (cols0 <= m), 0, NEG)
-    b_pad = np.concatenate([np.full(w + n + 1, -(1 << 40), np.int64), b, np.full(w + n + 1, -(1 << 40), np.int64)])
-    off = w + n + 1 - 1  # b_pad[off + j] = b[j - 1] for 1 <= j <= m
-    prev_ext = np.empty(w + 1, dtype=np.int32)
-    for i in range(1, n + 1):
-        cols = cols0 + i
-        prev_ext[:w] = table[i - 1]
-        prev_ext[w] = NEG
-        match = b_pad[off + cols] == a[i - 1]
-        cand = np.maximum(prev_ext[1:], prev_ext[:w] + match)
-        cand[cols == 0] = 0
-        cand[(cols < 0) | (cols > m)] = NEG
-        row = np.maximum.accumulate(cand)
-        row[(cols < 0) | (cols > m)] = NEG
-        table[i] = row
-    # traceback from (n, m): prefer a diagonal match, then the larger neighbour (ties go up, as the official code)
+    Bit-parallel LCS: row i of the DP is one M-bit integer V_i whose zero bits mark the columns where D[i][.]
+    steps up, so D[i][j] = j - popcount(V_i & (2^j - 1)); each row costs a few big-integer operations
+    (V' = (V + U) | (V - U) with U = V & match_mask[a_i]), and the traceback reads D from the stored rows."""
+    a, b = a.tolist(), b.tolist()
+    m = len(b)
+    full = (1 << m) - 1
+    masks: dict[int, int] = {}
+    for j, c in enumerate(b):
+        masks[c] = masks.get(c, 0) | (1 << j)
+    v = full
+    rows = [v]
+    for x in a:
+        u = v & masks.get(x, 0)
+        v = ((v + u) | (v - u)) & full
+        rows.append(v)
+
+    def d(i: int, j: int) -> int:
+        return j - (rows[i] & ((1 << j) - 1)).bit_count()
+
     ia, ib = [], []
-    i, j = n, m
+    i, j = len(a), m
     while i > 0 and j > 0:
-        k = j - lo - i
-        here = table[i, k]
-        if a[i - 1] == b[j - 1] and 0 <= k < w and table[i - 1, k] + 1 == here:
+        if a[i - 1] == b[j - 1]:  # equal last characters are always matched by some LCS
             ia.append(i - 1)
             ib.append(j - 1)
             i, j = i - 1, j - 1
-        elif k + 1 < w and table[i - 1, k + 1] == here:
+        elif d(i - 1, j) == d(i, j):  # ties go up, as the official traceback
             i -= 1
-        elif k > 0 and table[i, k - 1] == here:
+        else:
             j -= 1
-        else:  # D[i-1][j] fell outside the band: the value came diagonally without a match
-            i, j = i - 1, j - 1
     return np.array(ia[::-1], dtype=np.int64), np.array(ib[::-1], dtype=np.int64)
 
 
-def align_pieces(context: str, pieces: list[str], lower: bool = False, band: int = 16) -> tuple[np.ndarray, np.ndarray]:
+def align_pieces(context: str, pieces: list[str], lower: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Raw character span [start, end) of each piece (``pieces`` as SentencePiece writes them, "▁" = space,
     ``UNK_CHAR`` for an unknown piece)."""
     cat = "".join(pieces).replace("\u2581", " ")
-    raw = _codes([_norm_char(c, lower) for c in context])
-    tok = np.array([ord(c) for c in cat], dtype=np.int64)
-    ia, ib = lcs_pairs(raw, tok, band)
+    raw, space = raw_codes(context, lower)
+    tok = _code_points(cat)
+    ia, ib = lcs_pairs(raw, tok)
     # raw index of every piece character: matched -> its partner; unmatched -> between its matched neighbours
     n_cat = len(cat)
     matched = np.full(n_cat, -1, dtype=np.int64)
@@ -113,7 +117,7 @@ def align_pieces(context: str, pieces: list[str], lower: bool = False, band: int
     lengths = np.array([len(p) for p in pieces], dtype=np.int64)
     c1 = np.cumsum(lengths)
     c0 = c1 - lengths
-    is_text = np.array([c != " " for c in cat], dtype=bool)
+    is_text = tok != 32
     text_pos = np.flatnonzero(is_text)
     first = np.searchsorted(text_pos, c0)            # first text char at or after c0
     last = np.searchsorted(text_pos, c1) - 1         # last text char before c1
@@ -131,14 +135,14 @@ def align_pieces(context: str, pieces: list[str], lower: bool = False, band: int
     starts = np.maximum.accumulate(starts)
     ends = np.maximum(np.maximum.accumulate(ends), starts)
     # unmatched whitespace at span edges belongs to nobody
-    return _strip(context, starts, ends)
+    return _strip(space, starts, ends)
 
 
-def _strip(context: str, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _strip(space: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if not len(starts):
         return starts, ends
-    space = np.array([c.isspace() for c in context] + [False], dtype=bool)
-    n = len(context)
+    n = len(space)
+    space = np.concatenate([space, [False]])
     # next non-space at or after i, last non-space before i (+1)
     nxt = np.minimum.accumulate(np.where(~space, np.arange(n + 1), n)[::-1])[::-1]
     prv = np.maximum.accumulate(np.where(~space[:n], np.arange(1, n + 1), 0))
