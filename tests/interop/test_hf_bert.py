@@ -182,3 +182,31 @@ def test_unsupported_config_and_missing_files(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(CheckpointError, match="no model.safetensors"):
         load_hf_checkpoint(tmp_path)
+
+
+@pytest.mark.parametrize("head", ["BertForSequenceClassification", "BertForMultipleChoice"])
+def test_c23_finetuning_heads_equal_hf_bert_task_models(tmp_path, head):
+    """Imported through task.init_from, our task = pooled [CLS] -> Linear equals the HF task model exactly."""
+    import functools
+
+    from genlab.tasks.finetune_classification import SequenceClassificationTask
+    from genlab.tasks.finetune_multiple_choice import MultipleChoiceTask
+
+    ref = hf(head, num_labels=3)
+    ref.save_pretrained(tmp_path)
+    sgd = functools.partial(torch.optim.SGD, lr=0.1)
+    if head == "BertForSequenceClassification":
+        task = SequenceClassificationTask(BertForPretraining(V, **OUR_DIMS), sgd, None, n_labels=3, summary_dropout=0.0,
+                                          init_from=str(tmp_path))
+        ids, seg, mask = batch()
+    else:
+        task = MultipleChoiceTask(BertForPretraining(V, **OUR_DIMS), sgd, None, n_choices=2, summary_dropout=0.0,
+                                  init_from=str(tmp_path))
+        ids, seg, mask = (t.view(1, 2, T) for t in batch())
+    task = task.double().eval()
+    with torch.no_grad():  # HF task heads are finetuning heads: copied, not imported
+        task.head.proj.weight.copy_(ref.classifier.weight)
+        task.head.proj.bias.copy_(ref.classifier.bias)
+    ours = task({"input_ids": ids, "token_type_ids": seg, "attention_mask": mask})
+    theirs = ref(input_ids=ids, token_type_ids=seg, attention_mask=mask).logits
+    assert ours.shape == theirs.shape and (ours - theirs).abs().max() < 1e-10
