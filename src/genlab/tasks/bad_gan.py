@@ -11,7 +11,10 @@ checkpoint holds the last good weights.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any, Callable
+
+import numpy as np
 
 import pytorch_lightning as pl
 import torch
@@ -191,7 +194,9 @@ class BadGANTask(pl.LightningModule):
             self._data_init([next(stream)[key] for _ in range(self.hparams.init_batches)])
         if self.hparams.density_pretrain_steps and torch.isnan(self.ld_threshold):
             self._pretrain_density(dm.x_unl)
-        if self.hparams.ld_weight and torch.isnan(self.ld_threshold):
+        # With a density model the threshold and log-p statistics are computed even at ld_weight=0, so the LD
+        # preset with task.ld_weight=0 is the FM baseline of spec §7 item 19 under the same density.
+        if self.density is not None and torch.isnan(self.ld_threshold):
             ref = dm.reference_images(self.hparams.ld_threshold_set)
             self.ld_threshold.fill_(L.density_threshold(self._log_density_batched(ref), self.hparams.ld_quantile))
         self.iters_per_epoch = dm.iters_per_epoch if dm is not None else 1
@@ -364,13 +369,19 @@ class BadGANTask(pl.LightningModule):
         if stage == "valid":
             self.best_err = min(self.best_err, err)
             logs["valid/err_best"] = self.best_err
-        if self.density is not None and self.hparams.ld_weight:
+        images = {}
+        if self.density is not None and not torch.isnan(self.ld_threshold):
             logp = self._log_density_batched(gen[:400])
             logs.update({f"{stage}/gen_logp_max": float(logp.max()), f"{stage}/gen_logp_mean": float(logp.mean()),
                          f"{stage}/ld_threshold": float(self.ld_threshold)})
+            if stage == "valid":
+                real = self._log_density_batched(self.trainer.datamodule.reference_images(
+                    self.hparams.ld_threshold_set)[:400]) if getattr(self.trainer, "datamodule", None) else None
+                images["ld_logp_hist"] = logp_histogram(logp, real, float(self.ld_threshold), self.global_step)
         self.log_dict(logs, sync_dist=True)
         if stage == "valid":
-            self._log_samples(gen[: self.hparams.sample_grid])
+            images["samples"] = image_grid(gen[: self.hparams.sample_grid], self.hparams.image_shape)
+            self._log_images(images)
 
     def on_validation_epoch_end(self) -> None:
         self._eval_end("valid")
@@ -378,14 +389,52 @@ class BadGANTask(pl.LightningModule):
     def on_test_epoch_end(self) -> None:
         self._eval_end("test")
 
-    def _log_samples(self, images: Tensor) -> None:
-        """Sample grid as an image on loggers that accept images (W&B, TensorBoard)."""
-        if self.trainer is None or not self.trainer.loggers or images.numel() == 0:
+    def _log_images(self, images: dict[str, Tensor]) -> None:
+        """[C, H, W] images in [0, 1]: to loggers that take images (W&B, TensorBoard) and, so CSV-only runs
+        show them too, as PNGs under ``<run dir>/images/``."""
+        if self.trainer is None or not self.trainer.is_global_zero:
             return
-        grid = image_grid(images, self.hparams.image_shape)
-        for logger in self.trainer.loggers:
-            exp = getattr(logger, "experiment", None)
-            if hasattr(logger, "log_image"):
-                logger.log_image(key="samples", images=[grid], step=self.global_step)
-            elif hasattr(exp, "add_image"):
-                exp.add_image("samples", grid, self.global_step)
+        for name, img in images.items():
+            if img.numel() == 0:
+                continue
+            for logger in self.trainer.loggers:
+                exp = getattr(logger, "experiment", None)
+                if hasattr(logger, "log_image"):
+                    logger.log_image(key=name, images=[img], step=self.global_step)
+                elif hasattr(exp, "add_image"):
+                    exp.add_image(name, img, self.global_step)
+            save_png(img, Path(self.trainer.default_root_dir) / "images" / f"{name}_step{self.global_step:07d}.png")
+
+
+def save_png(img: Tensor, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    arr = img.permute(1, 2, 0).numpy()
+    plt.imsave(path, arr[..., 0] if arr.shape[-1] == 1 else arr, cmap="gray", vmin=0.0, vmax=1.0)
+
+
+def logp_histogram(gen: Tensor, real: Tensor | None, threshold: float, step: int) -> Tensor:
+    """Low-density statistics as a picture (S000 Table 3.2's max log p): density-model log p of generated samples
+    vs real reference images, with the LD threshold ε; returned as a [3, H, W] image in [0, 1]."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only; never needs a display
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3.2), dpi=80)
+    ax.hist(gen.cpu().numpy(), bins=40, alpha=0.6, label=f"generated (max {float(gen.max()):.0f})")
+    if real is not None:
+        ax.hist(real.cpu().numpy(), bins=40, alpha=0.6, label="real reference")
+    ax.axvline(threshold, color="k", linestyle="--", label=f"threshold ε = {threshold:.0f}")
+    ax.set_xlabel("log p(x) under the density model (nats / image)")
+    ax.set_title(f"iteration {step}")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.canvas.draw()
+    rgba = torch.from_numpy(np.asarray(fig.canvas.buffer_rgba()).copy())
+    plt.close(fig)
+    return rgba[..., :3].permute(2, 0, 1).float() / 255.0

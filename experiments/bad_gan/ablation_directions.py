@@ -1,0 +1,82 @@
+"""Spec §7 item 19 on the MNIST-5k minis: each regulariser moves its own diagnostic, read from the runs' CSV logs
+(same seed, means over the evaluations at iterations 600-1,400).
+
+    python experiments/bad_gan/ablation_directions.py --fm <FM run dir> --pt <FM+PT run dir> --ent <FM+Ent run dir> \
+        [--ld <FM+LD run dir> --ld-baseline <same preset with task.ld_weight=0>] [--out experiments/bad_gan]
+
+* PT  -> lower mean pairwise cos^2 of generated features (train/g_pt, train-mode batch value): >= 0.02 below FM.
+* Ent -> conditional entropy of D on the test images (valid/ent) and on unlabelled batches (train/d_ent) at most
+         0.7x FM.
+* LD  -> lower max density-model log p of generated samples (valid/gen_logp_max). The FM baseline must carry the
+         same density model, i.e. the LD preset with task.ld_weight=0 (an FM-only preset logs no log p).
+Writes ``ablation_directions.md``; exits 1 when a measured direction contradicts the spec.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from pathlib import Path
+
+WINDOW = (590, 1410)  # evaluations at 600 ... 1,400 (Lightning logs them at step 599, 799, ...)
+
+
+def series(run: Path, key: str) -> list[float]:
+    """Values of ``key`` logged in the window, from <run>/csv/metrics.csv (CSVLogger, one row per log call)."""
+    files = sorted(Path(run).glob("csv/**/metrics.csv"))
+    if not files:
+        sys.exit(f"error: {run} has no csv/metrics.csv; pass a run directory of train.py (logger with csv)")
+    out = []
+    with open(files[-1]) as f:
+        for row in csv.DictReader(f):
+            if row.get(key) and WINDOW[0] <= int(row["step"]) <= WINDOW[1]:
+                out.append(float(row[key]))
+    if not out:
+        sys.exit(f"error: {run} logged no {key} between iterations {WINDOW[0]} and {WINDOW[1]}")
+    return out
+
+
+def mean(run: Path, key: str) -> float:
+    values = series(run, key)
+    return sum(values) / len(values)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--fm", type=Path, required=True)
+    ap.add_argument("--pt", type=Path)
+    ap.add_argument("--ent", type=Path)
+    ap.add_argument("--ld", type=Path)
+    ap.add_argument("--ld-baseline", type=Path)
+    ap.add_argument("--out", type=Path, default=Path(__file__).parent)
+    args = ap.parse_args()
+    rows = []  # (diagnostic, regularised, baseline, spec rule, holds)
+    if args.pt:
+        pt, fm = mean(args.pt, "train/g_pt"), mean(args.fm, "train/g_pt")
+        rows.append(("PT: generated-feature cos² (train/g_pt)", pt, fm, "≤ FM − 0.02 (spec: 0.57 vs 0.65)",
+                     pt <= fm - 0.02))
+    if args.ent:
+        for key, spec in (("valid/ent", "0.14 vs 0.33"), ("train/d_ent", "0.15 vs 0.32")):
+            ent, fm = mean(args.ent, key), mean(args.fm, key)
+            rows.append((f"Ent: conditional entropy ({key})", ent, fm, f"≤ 0.7 × FM (spec: {spec})", ent <= 0.7 * fm))
+    if args.ld:
+        if not args.ld_baseline:
+            sys.exit("error: --ld needs --ld-baseline (the LD preset with task.ld_weight=0, same density model)")
+        ld, fm = mean(args.ld, "valid/gen_logp_max"), mean(args.ld_baseline, "valid/gen_logp_max")
+        rows.append(("LD: max log p of generated samples (valid/gen_logp_max)", ld, fm, "< baseline", ld < fm))
+    if not rows:
+        sys.exit("error: pass at least one of --pt, --ent, --ld")
+    lines = ["# Spec §7 item 19: ablation directions on MNIST-5k (same seed, mean over evaluations 600-1,400)", "",
+             "| diagnostic | regularised | FM baseline | spec rule | holds |", "|---|---|---|---|---|"]
+    lines += [f"| {d} | {a:.4f} | {b:.4f} | {rule} | {'yes' if ok else 'NO'} |" for d, a, b, rule, ok in rows]
+    lines += ["", "Runs: " + ", ".join(f"{k}={v}" for k, v in vars(args).items() if v is not None and k != "out")]
+    text = "\n".join(lines) + "\n"
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "ablation_directions.md").write_text(text)
+    print(text)
+    return 0 if all(ok for *_, ok in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
