@@ -88,3 +88,18 @@ def test_race_mini_layout_and_generated_labels(tmp_path):
         assert "_" in q.question and q.options[q.label].lower() in q.article.lower()
         assert all(o.lower() not in q.article.lower() for i, o in enumerate(q.options) if i != q.label)
     assert "generated" in (tmp_path / "README.mini").read_text()
+
+
+def test_missing_option_list_null_option_or_missing_key_name_the_file(tmp_path):
+    (tmp_path / "dev" / "high").mkdir(parents=True)
+    write(tmp_path, "dev", "middle", "3.txt", race_obj(options=[["a", "b", "c", "d"]]))  # 2 questions, 1 option list
+    with pytest.raises(DataError, match=r"3.txt: 2 questions, 1 option lists and 2 answers"):
+        read_race(tmp_path, "dev")
+    write(tmp_path, "dev", "middle", "3.txt", race_obj(options=[["a", None, "c", "d"], ["a", "b", "c", "d"]]))
+    with pytest.raises(DataError, match=r"3.txt, question 0: option B is None"):
+        read_race(tmp_path, "dev")
+    obj = race_obj()
+    del obj["options"]
+    write(tmp_path, "dev", "middle", "3.txt", obj)
+    with pytest.raises(DataError, match=r"3.txt: not a RACE JSON file"):
+        read_race(tmp_path, "dev")

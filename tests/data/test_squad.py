@@ -129,3 +129,27 @@ def test_tokenize_paragraph_char_spans_cover_words(dm):
     assert "The" in words or "T" in words
     assert all(0 <= s <= e <= len(ctx) for s, e in zip(para.char_start, para.char_end))
     assert ctx[para.char_start[0]:para.char_end[-1]] == ctx.rstrip()
+
+
+def test_unusable_training_answers_warn_count_and_continue(dm, caplog):
+    ctx = "Paris is big. Rome is old."
+    ex = [SquadExample("n", "Which _ ?", ctx, [], False),                                   # answerable, no answer
+          SquadExample("o", "Which _ ?", ctx, [{"text": "Rome"}], False),                    # no answer_start
+          SquadExample("s", "Which _ ?", ctx, [{"text": "Rome", "answer_start": "x"}], False),  # not an integer
+          SquadExample("m", "Which _ ?", ctx, [{"text": "Rome", "answer_start": 3}], False),    # text/offset mismatch
+          SquadExample("ok", "Which _ ?", ctx, [{"text": "Rome", "answer_start": 14}], False)]
+    with caplog.at_level(logging.WARNING):
+        feats, bad = build_features(ex, dm.tokenizer, max_seq_len=32, training=True)
+    assert bad == 4 and feats.example_index.tolist() == [4]
+    for qid in ("n", "o", "s", "m"):
+        assert f"SQuAD question {qid}:" in caplog.text
+    # evaluation keeps every question (answers are only scored, never aligned)
+    feats, bad = build_features(ex, dm.tokenizer, max_seq_len=32, training=False)
+    assert bad == 0 and sorted(set(feats.example_index.tolist())) == [0, 1, 2, 3, 4]
+
+
+def test_squad_json_missing_fields_names_the_file_and_article(tmp_path):
+    path = tmp_path / "train-v2.0.json"
+    path.write_text(json.dumps({"data": [{"title": "Rome", "paragraphs": [{"qas": [{"id": "q", "question": "?"}]}]}]}))
+    with pytest.raises(DataError, match=r"train-v2.0.json: article 0 \(Rome\) lacks 'context'"):
+        read_squad(path)

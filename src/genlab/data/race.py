@@ -61,8 +61,14 @@ def read_race(root: Path, split: str) -> list[RaceQuestion]:
                 raise DataError(f"{path}: {len(questions)} questions, {len(options)} option lists and "
                                 f"{len(answers)} answers; they must match.")
             for k, (q, opts, ans) in enumerate(zip(questions, options, answers)):
-                if len(opts) != 4:
-                    raise DataError(f"{path}, question {k}: {len(opts)} options, RACE needs exactly 4 (A-D).")
+                if not isinstance(opts, list) or len(opts) != 4:
+                    n = len(opts) if isinstance(opts, list) else opts
+                    raise DataError(f"{path}, question {k}: {n} options, RACE needs exactly 4 (A-D).")
+                for j, o in enumerate(opts):
+                    if not isinstance(o, str):
+                        raise DataError(f"{path}, question {k}: option {LETTERS[j]} is {o!r}, not text; fix the file.")
+                if not isinstance(q, str):
+                    raise DataError(f"{path}, question {k}: the question is {q!r}, not text; fix the file.")
                 if ans not in LETTERS:
                     raise DataError(f"{path}, question {k}: answer {ans!r} is not one of A, B, C, D.")
                 out.append(RaceQuestion(f"{obj.get('id', path.stem)}-{k}", article, q, tuple(opts),
