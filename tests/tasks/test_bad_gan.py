@@ -298,8 +298,9 @@ def test_wrong_density_checkpoint_image_size(tmp_path):
 
 @pytest.mark.slow
 def test_mnist5k_bad_gan_beats_supervised_by_5_points(tmp_path):
-    """Spec §7 item 20 (one seed; experiments/bad_gan/ssl_gain.py runs several): FM bad GAN vs the same D trained
-    on the 100 labels only, 1,400 iterations each, on the 5,000 real MNIST digits. ~15-30 min on a shared CPU."""
+    """Spec §7 item 20 (one seed; experiments/bad_gan/README.md runs 3 through train.py -m): FM bad GAN vs the
+    same D trained on the 100 labels only, 1,400 iterations each, on the 5,000 real MNIST digits. ~15-30 min on a
+    shared CPU."""
     errs = {}
     for mode in ("fm", "supervised"):
         pl.seed_everything(0)

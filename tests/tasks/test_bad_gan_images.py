@@ -48,7 +48,7 @@ def test_density_run_logs_sample_grid_and_logp_histogram(tmp_path):
     assert torch.isfinite(m["valid/gen_logp_max"]) and torch.isfinite(m["valid/ld_threshold"])
     assert {k for k, _, _ in sink.images} == {"samples", "ld_logp_hist"}
     assert all(step == 3 for _, _, step in sink.images)
-    grid_shape = dict((k, s) for k, s, _ in sink.images)["samples"]
+    grid_shape = {k: s for k, s, _ in sink.images}["samples"]
     assert grid_shape == (1, 2 * 9 + 1, 10 * 9 + 1)  # 20 samples of 8x8 in rows of 10, 1-pixel borders
     pngs = sorted(p.name for p in (tmp_path / "run" / "images").iterdir())
     assert pngs == ["ld_logp_hist_step0000003.png", "samples_step0000003.png"]

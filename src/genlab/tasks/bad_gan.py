@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
-
 import pytorch_lightning as pl
 import torch
 from torch import Tensor, nn
