@@ -129,3 +129,14 @@ def test_tokenizer_json_saved_by_transformers_gives_the_same_tokenizer(tmp_path,
     (unigram / "tokenizer.json").write_text(json.dumps({"model": {"type": "Unigram", "vocab": []}}))
     with pytest.raises(DataError, match="holds a Unigram tokenizer"):
         load_tokenizer(unigram)
+
+
+def test_genlab_checkpoint_stands_for_the_tokenizer_its_run_recorded(tmp_path, vocab_dir):
+    import torch
+
+    ckpt = tmp_path / "pretrain.ckpt"
+    torch.save({"genlab": {"config": {"data": {"tokenizer": str(vocab_dir), "lower": False}}}}, ckpt)
+    assert load_tokenizer(ckpt).identity == load_tokenizer(vocab_dir).identity
+    torch.save({"genlab": {"config": {"data": {"tokenizer": None}}}}, ckpt)
+    with pytest.raises(DataError, match="trained its own SentencePiece"):
+        load_tokenizer(ckpt)

@@ -78,7 +78,7 @@ def run_train(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
 
 def test_bert_folder_finetunes_through_the_cli_and_a_different_vocab_is_refused(tmp_path, bert_dir):
     data = ["data._target_=genlab.data.checkpoint_datamodule.CheckpointClassificationDataModule",
-            f"data.tokenizer={bert_dir}"]
+            "data.tokenizer=${task.init_from}"]  # the data inherits the checkpoint's tokenizer
     ok = run_train("experiment=bert_sst2_mini", f"task.init_from={bert_dir}", *data, *BERT_MODEL, *SHORT,
                    tmp_path=tmp_path)
     assert ok.returncode == 0, ok.stderr[-3000:]

@@ -59,8 +59,23 @@ def _lower_from_config(file: Path, default: bool) -> bool:
         raise DataError(f"{config} is not valid JSON ({err}); restore the checkpoint's file.") from err
 
 
+def recorded_tokenizer(ckpt: Path) -> tuple[str, bool]:
+    """(``data.tokenizer``, ``data.lower``) of the run that wrote a genlab ``.ckpt`` (recorded in its config)."""
+    import torch
+
+    data = torch.load(ckpt, map_location="cpu", weights_only=False).get("genlab", {}).get("config", {}).get("data", {})
+    if not data.get("tokenizer"):
+        raise DataError(f"data.tokenizer={ckpt}: the run that wrote this checkpoint trained its own SentencePiece "
+                        "(its data.tokenizer was null); set data.tokenizer= to that .model file (in its cache_dir).")
+    return str(data["tokenizer"]), bool(data.get("lower", False))
+
+
 def load_tokenizer(path: str | os.PathLike, lower: bool = False) -> FinetuneTokenizer:
-    """The checkpoint's tokenizer (see the module docstring); ``lower`` applies when the checkpoint says nothing."""
+    """The checkpoint's tokenizer (see the module docstring); ``lower`` applies when the checkpoint says nothing.
+    A genlab ``.ckpt`` stands for the tokenizer its run recorded, so ``data.tokenizer=${task.init_from}`` works for
+    every kind of ``init_from``."""
+    if Path(path).suffix == ".ckpt" and Path(path).is_file():
+        path, lower = recorded_tokenizer(Path(path))
     file = tokenizer_file(path)
     if file is None:
         raise DataError(f"data.tokenizer={path}: no tokenizer there; give a SentencePiece .model, a BERT vocab.txt, "
