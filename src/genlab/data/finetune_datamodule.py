@@ -27,6 +27,7 @@ from torch.utils.data import DataLoader, Dataset
 from genlab.data import doc_classification as docs
 from genlab.data import glue
 from genlab.data.finetune_minis import IMDB_MINI, SST2_MINI
+from genlab.data.glue_minis import GLUE_MINIS
 from genlab.data.pretrain_corpus import PieceTokenizer, train_tokenizer
 from genlab.data.sources import DEFAULT_CACHE, DatasetSpec, locate
 from genlab.errors import DataError
@@ -35,7 +36,7 @@ from genlab.utils import atomic_write, stable_hash
 CLS_ID, SEP_ID, PAD_ID = 3, 4, 0  # XLNet SentencePiece ids (genlab.data.pretrain_corpus); XLNet pads with id 0
 SEG_A, SEG_B, SEG_CLS, SEG_PAD = 0, 1, 2, 4
 LAYOUTS = ("xlnet", "bert")
-MINIS = {"sst2": SST2_MINI, "imdb": IMDB_MINI}
+MINIS = {"sst2": SST2_MINI, "imdb": IMDB_MINI, **GLUE_MINIS}  # SST-2/IMDB: human labels; others generated
 
 
 def truncate_pair(a: list[int], b: list[int] | None, budget: int) -> tuple[list[int], list[int] | None]:
@@ -130,10 +131,11 @@ class ClassificationDataModule(pl.LightningDataModule):
     # --- files --------------------------------------------------------------------------------------------------
     def _spec(self) -> DatasetSpec:
         if self.source == "mini":
-            if self.task not in MINIS:
+            key = self.glue_task.name if self.is_glue else self.task
+            if key not in MINIS:
                 raise DataError(f"data.task={self.task} has no offline mini (minis: {sorted(MINIS)}); "
                                 "use data.source=path data.path=/your/copy.")
-            return MINIS[self.task]
+            return MINIS[key]
         if self.is_glue:
             t = self.glue_task
             return DatasetSpec(f"glue_{t.name}", (t.train.file, *(s.file for s in t.dev.values())),
