@@ -27,11 +27,12 @@ from genlab.data.streams import StreamSegments, split_streams
 
 from launch_ranks import run_ranks
 
-MICRO, STEPS, CLIP = 4, 4, 0.02
+MICRO, TGT, STEPS, CLIP = 4, 16, 4, 0.02  # TGT: TINY_TXL's data.tgt_len
 COMMON = ["model.dropout=0.0", "model.mem_len=0", "task.scheduler=null", "task.optimizer._target_=torch.optim.SGD",
           "~task.optimizer.betas", "~task.optimizer.eps", "task.optimizer.lr=0.5", "trainer.accelerator=cpu",
           "trainer.precision=64-true", f"trainer.max_steps={STEPS}", "trainer.limit_val_batches=0",
-          "+trainer.enable_checkpointing=false", "trainer.enable_progress_bar=false", "trainer.val_check_interval=1.0", "trainer.check_val_every_n_epoch=1",
+          "+trainer.enable_checkpointing=false", "trainer.enable_progress_bar=false",
+          "trainer.val_check_interval=1.0", "trainer.check_val_every_n_epoch=1",
           f"data.batch_size={MICRO}", f"+data.global_batch={2 * MICRO}"]
 
 
@@ -48,7 +49,7 @@ class LossLog(pl.Callback):
 def chunked_segments(tokens, rank: int, world: int, accumulate: int, steps: int) -> list[dict]:
     """This rank's micro-batches: for each segment k, its ``accumulate`` chunks of MICRO streams in turn. Chunk c
     of the ``world x accumulate`` chunks is ``split_streams``' rank c, so every layout sees the same streams."""
-    chunks = [StreamSegments(split_streams(tokens, MICRO, rank * accumulate + j, world * accumulate), 16)
+    chunks = [StreamSegments(split_streams(tokens, MICRO, rank * accumulate + j, world * accumulate), TGT)
               for j in range(accumulate)]
     return [chunk[k] for k in range(steps) for chunk in chunks]
 
@@ -78,7 +79,7 @@ def clip_losses(rank: int, world: int, tokens, clip: float | None) -> list[float
     model = TransformerXL(int(tokens.max()) + 1, n_layer=2, d_model=32, n_head=2, d_head=16, d_inner=64,
                           dropout=0.0, mem_len=16).double()
     task = LanguageModelTask(model, functools.partial(torch.optim.SGD, lr=0.5), None, monitor="train/loss")
-    data = [StreamSegments(split_streams(tokens, 2 * MICRO // world, rank, world), 16)[k] for k in range(STEPS)]
+    data = [StreamSegments(split_streams(tokens, 2 * MICRO // world, rank, world), TGT)[k] for k in range(STEPS)]
     log = LossLog()
     trainer = pl.Trainer(accelerator="cpu", devices=world, strategy=FSDP2Strategy() if world > 1 else "auto",
                          max_steps=STEPS, gradient_clip_val=clip, logger=False, enable_checkpointing=False,
