@@ -25,7 +25,7 @@ import time
 
 import torch
 
-from gemm_rate import gemm_rate, top_ops
+from gemm_rate import GEMM_OPS, gemm_rate, top_ops
 from xlnet_throughput import SIZES, make_batch
 
 
@@ -93,11 +93,13 @@ def main() -> None:
     with FlopCounterMode(display=False) as counter:  # untimed first step
         step(0)
     counted = counter.get_total_flops()
-    times, rates = [], [gemm_rate(args.threads)]
+    times, rates = [], [gemm_rate(args.threads, reps=5)]
     for i in range(1, 1 + args.steps):
         times.append(step(i))
-        rates.append(gemm_rate(args.threads))
+        rates.append(gemm_rate(args.threads, reps=5))
     flops, step_s, rate = analytic_flops(cfg), statistics.median(times), statistics.median(rates)
+    # each step against the mean of the rates measured just before and just after it (load drifts slowly)
+    per_step = [flops / t / ((a + b) / 2) for t, a, b in zip(times, rates, rates[1:])]
     print(f"XLNet base dims: n_layer={cfg['n_layer']} d={cfg['d_model']} H={cfg['n_head']} d_inner={cfg['d_inner']} "
           f"vocab={cfg['vocab']} B={cfg['batch']} T={cfg['seq']} M={cfg['mem']} P={cfg['num_predict']}, fp32 CPU, "
           f"{args.threads} thread(s), torch {torch.__version__}, {args.steps} timed steps, optimizer {args.optimizer}")
@@ -106,14 +108,22 @@ def main() -> None:
     print(f"GEMM rate {rate / 1e9:.1f} GFLOP/s (median of {len(rates)}: {min(rates) / 1e9:.1f}-{max(rates) / 1e9:.1f}, "
           f"interleaved with the steps)")
     print(f"step {step_s:.3f} s ({min(times):.3f}-{max(times):.3f}), {cfg['batch'] * cfg['seq'] / step_s:.1f} tok/s, "
-          f"achieved {flops / step_s / 1e9:.1f} GFLOP/s = {flops / step_s / rate:.1%} of the GEMM rate "
+          f"achieved {flops / step_s / 1e9:.1f} GFLOP/s = {flops / step_s / rate:.1%} of the median GEMM rate "
           f"(GEMM floor {flops / rate:.3f} s)")
+    print(f"MFU per step against the GEMM rates measured just before and after it: median "
+          f"{statistics.median(per_step):.1%} ({min(per_step):.1%}-{max(per_step):.1%})")
     if args.profile:
         from torch.profiler import ProfilerActivity, profile
 
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             step(1 + args.steps)
         print("top ops (one step, torch.profiler):\n" + top_ops(prof, limit=16))
+        events = prof.key_averages()
+        share = sum(e.self_cpu_time_total for e in events if e.key in GEMM_OPS) / sum(
+            e.self_cpu_time_total for e in events)
+        print(f"load-independent cross-check: GEMM ops take {share:.1%} of the step's CPU time and {flops / counted:.1%} "
+              f"of the FLOPs they run are needed, so the step reaches {share * flops / counted:.1%} of the rate its own "
+              f"GEMMs ran at")
 
 
 if __name__ == "__main__":
