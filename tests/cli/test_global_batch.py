@@ -112,3 +112,23 @@ def test_train_py_with_fsdp1_on_cpu_exits_2(tmp_path):
     )
     assert result.returncode == 2, result.stderr[-3000:]
     assert "strategy=fsdp1" in result.stderr and "CUDA GPU" in result.stderr
+
+
+def test_train_py_accepts_global_batch_and_names_it_when_not_divisible(tmp_path):
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), "experiment=txl_mini", "+data.global_batch=30", "data.batch_size=4",
+         "trainer.devices=2", "trainer.accelerator=cpu", f"paths.output_dir={tmp_path}", "logger=csv"],
+        capture_output=True, text=True, timeout=240, cwd=tmp_path,
+        env={**os.environ, "GENLAB_OFFLINE": "1", "WANDB_MODE": "disabled", "GENLAB_LOGS": str(tmp_path / "outputs")},
+    )
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "data.global_batch=30" in result.stderr and "not an argument" not in result.stderr
+
+
+def test_validation_checks_the_global_batch_type(compose_cfg):
+    from genlab.cli.validate import validate_config
+
+    cfg = compose_cfg(["experiment=txl_mini", "+data.global_batch=many"])
+    with pytest.raises(ConfigError, match="data.global_batch"):
+        validate_config(cfg)
+    validate_config(compose_cfg(["experiment=txl_mini", "+data.global_batch=32"]))

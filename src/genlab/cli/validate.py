@@ -19,6 +19,8 @@ HYDRA_KEYS = {"_target_", "_partial_", "_recursive_", "_convert_", "_args_"}
 ROOT_SCALARS: dict[str, Any] = {"name": str, "seed": int, "ckpt_path": str | None, "test_after_fit": bool}
 ROOT_GROUPS = {"paths", "trainer", "logger", "callbacks", "model", "task", "data", "debug", "hparams_search", "launcher",
                "experiment", "hydra", "eval", "splits"}
+# Keys the entry point itself consumes from a `_target_` node (removed before instantiation), with their types.
+CLI_KEYS: dict[str, dict[str, Any]] = {"data": {"global_batch": int | None}}
 
 
 def validate_config(cfg: DictConfig, root_scalars: dict[str, Any] | None = None) -> None:
@@ -67,8 +69,14 @@ def _check_target(node: DictConfig, path: str) -> None:
         hints = typing.get_type_hints(obj.__init__ if inspect.isclass(obj) else obj)
     except Exception:  # noqa: BLE001 - unresolvable annotations: check names only
         hints = {}
+    cli_keys = CLI_KEYS.get(path, {})
     for key in node.keys():
         if key in HYDRA_KEYS:
+            continue
+        if key in cli_keys:
+            value = OmegaConf.select(node, key, throw_on_missing=False)
+            if not _matches(value, cli_keys[key]):
+                raise ConfigError(f"config key '{path}.{key}' must be {_name(cli_keys[key])}, got {value!r}.")
             continue
         if key not in params:
             raise ConfigError(
