@@ -88,9 +88,9 @@ def main() -> None:
     bwd_t = {i: [] for i in trainable}
     for _ in range(args.reps):  # round-robin, so every path sees the same machine load
         for impl in impls:
-            fwd_t[impl].append(timed(lambda: forward(impl), 0))
+            fwd_t[impl].append(timed(lambda i=impl: forward(i), 0))
             if impl in trainable:
-                bwd_t[impl].append(timed(lambda: train_step(impl), 0))
+                bwd_t[impl].append(timed(lambda i=impl: train_step(i), 0))
     rows = []
     for impl in impls:
         diff = (forward(impl) - ref).abs().max().item()

@@ -26,6 +26,7 @@ divided by the measured GEMM rate. "floor / step" says how close each implementa
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import resource
@@ -141,7 +142,7 @@ def floor_flops(cfg: dict, batches: list[torch.Tensor]) -> float:
     for ids in batches:
         target = ids[:, 1:-1].reshape(-1)  # the T-1 positions both implementations score
         cols = float(target.numel() * (bounds[1] + len(cfg["cutoffs"])))
-        for lo, hi in zip(bounds[1:-1], bounds[2:]):
+        for lo, hi in itertools.pairwise(bounds[1:]):
             cols += float(((target >= lo) & (target < hi)).sum()) * (hi - lo)
         heads.append(2 * d * cols)
     return 3 * (n * per_layer + statistics.mean(heads))

@@ -52,7 +52,7 @@ class _ShiftMask(torch.autograd.Function):
     @staticmethod
     def forward(ctx, raw: Tensor, mask: Tensor) -> Tensor:
         raw = raw.contiguous()
-        *lead, q, k = raw.shape
+        q, k = raw.shape[-2:]
         shifted = raw.as_strided(raw.shape, (*raw.stride()[:-2], k - 1, 1), raw.storage_offset() + q - 1)
         ctx.save_for_backward(mask)
         return shifted.masked_fill(mask, float("-inf"))
