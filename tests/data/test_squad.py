@@ -10,9 +10,20 @@ import numpy as np
 import pytest
 
 from genlab.data.finetune_minis import squad_cloze_data
-from genlab.data.squad import (CLS_ID, PAD_ID, SEP_ID, SquadDataModule, SquadExample, build_features, doc_windows,
-                               max_context, postprocess, read_squad, tokenize_paragraph)
 from genlab.data.sources import locate
+from genlab.data.squad import (
+    CLS_ID,
+    PAD_ID,
+    SEP_ID,
+    SquadDataModule,
+    SquadExample,
+    build_features,
+    doc_windows,
+    max_context,
+    postprocess,
+    read_squad,
+    tokenize_paragraph,
+)
 from genlab.errors import DataError
 
 
@@ -37,7 +48,7 @@ def test_doc_windows_and_max_context():
 
 
 def test_c21_squad_layout_paragraph_first_right_padding(dm):
-    f = dm.features["train"]
+    f = dm.train_features()
     for i in range(20):
         ids, seg, p, mask = f.input_ids[i], f.token_type_ids[i], f.p_mask[i], f.attention_mask[i]
         c = f.cls_index[i]
@@ -51,7 +62,7 @@ def test_c21_squad_layout_paragraph_first_right_padding(dm):
 
 
 def test_windowing_round_trips_answer_spans_exactly(dm):
-    f = dm.features["train"]
+    f = dm.train_features()
     root = locate(dm._spec(), "mini", None, dm.cache_dir)
     train = read_squad(root / "train-v2.0.json")[1]
     answered = 0
@@ -153,3 +164,11 @@ def test_squad_json_missing_fields_names_the_file_and_article(tmp_path):
     path.write_text(json.dumps({"data": [{"title": "Rome", "paragraphs": [{"qas": [{"id": "q", "question": "?"}]}]}]}))
     with pytest.raises(DataError, match=r"train-v2.0.json: article 0 \(Rome\) lacks 'context'"):
         read_squad(path)
+
+
+def test_training_windows_are_built_only_when_training(dm):
+    fresh = SquadDataModule("2.0", source="mini", cache_dir=dm.cache_dir, vocab_size=2000, max_seq_len=64,
+                            doc_stride=24, max_query_length=24)
+    fresh.setup("fit")  # what eval.py does: tokenizer + dev windows only
+    assert "dev" in fresh.features and "train" not in fresh.features
+    assert len(fresh.train_dataloader().dataset) == len(dm.train_features().cls_index)

@@ -31,7 +31,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from genlab.data.pretrain_corpus import PieceTokenizer, train_tokenizer
 from genlab.data.sources import DEFAULT_CACHE, DatasetSpec, locate
-from genlab.data.squad_align import UNK_CHAR, Paragraph, align_pieces, char_to_piece_span  # noqa: F401 (re-export)
+from genlab.data.squad_align import UNK_CHAR, Paragraph, align_pieces, char_to_piece_span
 from genlab.errors import DataError
 from genlab.utils import atomic_write, stable_hash
 
@@ -297,6 +297,7 @@ class SquadDataModule(pl.LightningDataModule):
         self.dev_data: list[dict] = []
         self.dev_examples: list[SquadExample] = []
         self.features: dict[str, SquadFeatures] = {}
+        self._train_examples: list[SquadExample] = []
 
     def _spec(self, version: str | None = None, dev_only: bool = False) -> DatasetSpec:
         from genlab.data.finetune_minis import SQUAD1_MINI, SQUAD2_MINI
@@ -327,10 +328,13 @@ class SquadDataModule(pl.LightningDataModule):
         self._roots()
 
     def setup(self, stage: str | None = None) -> None:
-        if self.features:
+        """Tokenizer and dev features; the training features are built on first use (:meth:`train_features`),
+        so ``eval.py`` never windows the training set."""
+        if "dev" in self.features:
             return
         root, dev_root = self._roots()
         _, train = read_squad(root / f"train-v{self.version}.json")
+        self._train_examples = train
         self.dev_data, self.dev_examples = read_squad(dev_root / f"dev-v{self.dev_version}.json")
         if self.tokenizer_file is not None:
             self.tokenizer = PieceTokenizer(self.tokenizer_file, self.lower)
@@ -344,18 +348,32 @@ class SquadDataModule(pl.LightningDataModule):
                     f.writelines(" ".join(t.split()) + "\n" for t in [*contexts, *(e.question for e in train)])
                 train_tokenizer([text], model.with_suffix(""), self.vocab_size)
             self.tokenizer = PieceTokenizer(model, self.lower)
-        args = dict(max_seq_len=self.max_seq_len, doc_stride=self.doc_stride, max_query_length=self.max_query_length,
-                    layout=self.layout)
-        self.features["train"], self.bad_answers = build_features(train, self.tokenizer, training=True, **args)
-        if self.bad_answers:
-            log.warning("%d SQuAD training answers did not match their offsets and were skipped", self.bad_answers)
-        self.features["dev"], _ = build_features(self.dev_examples, self.tokenizer, training=False, **args)
+        self.features["dev"], _ = build_features(self.dev_examples, self.tokenizer, training=False,
+                                                 **self._feature_args())
+
+    def _feature_args(self) -> dict[str, Any]:
+        return {"max_seq_len": self.max_seq_len, "doc_stride": self.doc_stride,
+                "max_query_length": self.max_query_length, "layout": self.layout}
+
+    def train_features(self) -> SquadFeatures:
+        """Windows of the training questions with their labels (built once; unusable answers are counted in
+        ``bad_answers`` and skipped)."""
+        if "train" not in self.features:
+            if "dev" not in self.features:
+                self.setup("fit")
+            self.features["train"], self.bad_answers = build_features(self._train_examples, self.tokenizer,
+                                                                      training=True, **self._feature_args())
+            if self.bad_answers:
+                log.warning("%d SQuAD training answers were unusable (see the warnings above) and were skipped",
+                            self.bad_answers)
+        return self.features["train"]
 
     def _loader(self, split: str, shuffle: bool, bs: int) -> DataLoader:
         return DataLoader(_FeatureDataset(self.features[split]), batch_size=bs, shuffle=shuffle,
                           num_workers=self.num_workers, persistent_workers=self.num_workers > 0)
 
     def train_dataloader(self) -> DataLoader:
+        self.train_features()
         return self._loader("train", True, self.batch_size)
 
     def val_dataloader(self) -> DataLoader:

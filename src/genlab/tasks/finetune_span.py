@@ -13,8 +13,8 @@ Prediction files (official format): ``predictions.json``, ``null_odds.json``, ``
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
