@@ -16,6 +16,7 @@ from genlab.errors import UserError
 from genlab.runs import (
     find_best_checkpoint,
     flatten_dict,
+    global_rank,
     load_run,
     update_run_info,
     write_final_metrics,
@@ -217,3 +218,35 @@ def test_load_run_rejects_a_directory_that_is_not_a_run(tmp_path):
 
 def test_flatten_dict():
     assert flatten_dict({"a": {"b": 1, "c": {"d": [1, 2]}}, "e": {}}) == {"a.b": 1, "a.c.d": [1, 2], "e": {}}
+
+
+def test_spawned_worker_rank_comes_from_its_process_group(tmp_path, monkeypatch):
+    """A ddp_spawn worker has a process group but no RANK/LOCAL_RANK variables: rank 1 must still write nothing."""
+    import torch.distributed as dist
+
+    _clean_rank_env(monkeypatch)
+    write_run_metadata(_cfg(tmp_path), tmp_path / "run")
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(dist, "get_rank", lambda group=None: 1)
+    monkeypatch.setattr(dist, "get_world_size", lambda group=None: 2)
+    assert global_rank() == 1
+    write_run_metadata(_cfg(tmp_path), tmp_path / "worker")
+    update_run_info(tmp_path / "run", wandb_id="from-rank-1")
+    write_final_metrics(tmp_path / "run", {"valid/loss": 1.0}, status="finished")
+    assert not (tmp_path / "worker").exists() and not (tmp_path / "run" / "metrics.json").exists()
+    assert "from-rank-1" not in (tmp_path / "run" / "run.json").read_text()
+    monkeypatch.setattr(dist, "get_rank", lambda group=None: 0)
+    write_run_metadata(_cfg(tmp_path), tmp_path / "worker")
+    assert json.loads((tmp_path / "worker" / "run.json").read_text())["world_size"] == 2
+
+
+@pytest.mark.parametrize("trainer,expected", [({"devices": 2, "num_nodes": 3}, 6), ({"devices": [0, 1]}, 2),
+                                              ({"devices": "4"}, 4), ({"devices": "auto"}, None),
+                                              ({"devices": -1}, None), ({}, 1)])
+def test_world_size_recorded_before_the_workers_start(tmp_path, monkeypatch, trainer, expected):
+    """The entry point writes run.json before Lightning spawns its workers: the world size comes from the config."""
+    _clean_rank_env(monkeypatch)
+    cfg = _cfg(tmp_path)
+    cfg.trainer = trainer
+    write_run_metadata(cfg, tmp_path / "run")
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["world_size"] == expected

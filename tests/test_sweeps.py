@@ -52,6 +52,7 @@ TOY_CONF = textwrap.dedent(
       - _self_
       - experiment: toy_mini
       - hparams_search: null
+      - launcher: null
     hydra:
       searchpath: [file://{ROOT / "conf"}]
       run: {{dir: "${{paths.log_dir}}/${{name}}/run"}}
@@ -65,6 +66,17 @@ TOY_CONF = textwrap.dedent(
     task: {{optimizer: {{lr: 0.001}}, monitor: valid/loss, monitor_mode: min}}
     """
 )
+
+
+def _has_submitit() -> bool:
+    try:
+        import hydra_plugins.hydra_submitit_launcher  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+needs_submitit = pytest.mark.skipif(not _has_submitit(), reason="hydra-submitit-launcher not installed (genlab[slurm])")
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
@@ -180,6 +192,80 @@ def test_launcher_presets_use_submitit_fields_and_real_trainer_keys(preset, fiel
     assert set(cfg.get("trainer", {})) <= set(trainer)
 
 
+@needs_submitit
+def test_local_submitit_launcher_runs_trials_as_processes_and_records_a_failure(toy, tmp_path):
+    """launcher=local: each trial is a separate process started by submitit's local executor (the SLURM code path)."""
+    result = toy("-m", CALLBACK, "launcher=local", "hydra.launcher.cpus_per_task=1", "model.width=8,16",
+                 "fail=no,nanloss", "seed=1")
+    assert result.returncode == 0, result.stderr[-3000:]
+    sweep = tmp_path / "outputs" / "toy_mini" / "multirun"
+    logs = sorted((sweep / ".submitit").rglob("*_log.out"))
+    assert len(logs) == 4  # one submitit job per trial, each its own process with its own log
+    s = json.loads((sweep / "multirun_summary.json").read_text())
+    assert (s["n_trials"], s["n_finished"], s["n_failed"], s["n_incomplete"]) == (4, 2, 2, 0)
+    by = {(t["overrides"]["model.width"], t["overrides"]["fail"]): t for t in s["trials"]}
+    assert by[("16", "no")]["monitor_value"] == pytest.approx((0.001 - 0.003) ** 2 * 1e4 + 0.16 + 0.001)
+    assert "NonFiniteLossError" in by[("8", "nanloss")]["error"]
+
+
+def _slurm_sbatch(tmp_path, monkeypatch, *overrides: str) -> tuple[str, object, object]:
+    """Compose train.py's config with launcher=slurm and let the submitit launcher write its sbatch script for a
+    2-trial sweep; sbatch itself is replaced, so nothing is submitted. Returns (script, config, executor params)."""
+    import submitit
+    from hydra import compose, initialize_config_dir
+    from hydra.utils import instantiate
+
+    submitted = []
+
+    def fake_sbatch(self):  # submitit.core.utils.CommandFunction.__call__, here always ["sbatch", <file>]
+        assert self.command[0] == "sbatch"
+        submitted.append(Path(self.command[1]).read_text())
+        raise RuntimeError("stop after sbatch")
+
+    monkeypatch.setattr(submitit.core.utils.CommandFunction, "__call__", fake_sbatch)
+    monkeypatch.setattr(submitit.SlurmExecutor, "affinity", classmethod(lambda cls: 2))  # as if srun were installed
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("train", overrides=["launcher=slurm", f"hydra.sweep.dir={tmp_path / 'sweep'}", *overrides],
+                      return_hydra_config=True)
+    launcher = instantiate(cfg.hydra.launcher)
+    launcher.setup(hydra_context=None, task_function=lambda c: 0.0, config=cfg)
+    with pytest.raises(RuntimeError, match="stop after sbatch"):
+        launcher.launch([["seed=1"], ["seed=2"]], initial_job_idx=0)
+    (script,) = submitted
+    return script, cfg, launcher.params
+
+
+@needs_submitit
+def test_slurm_launcher_writes_the_expected_sbatch_script(tmp_path, monkeypatch):
+    script, cfg, params = _slurm_sbatch(
+        tmp_path, monkeypatch, "experiment=txl_mini", "hydra.launcher.nodes=2", "hydra.launcher.gpus_per_node=4",
+        "hydra.launcher.partition=gpu", "hydra.launcher.account=lab",
+        "hydra.launcher.setup=['module load cuda/12.4','export NCCL_DEBUG=WARN']",
+    )
+    flags = {ln.split("=", 1)[0][len("#SBATCH "):]: ln.split("=", 1)[1] for ln in script.splitlines()
+             if ln.startswith("#SBATCH ")}
+    assert flags["--nodes"] == "2" and flags["--ntasks-per-node"] == "4" and flags["--gpus-per-node"] == "4"
+    assert flags["--partition"] == "gpu" and flags["--account"] == "lab"
+    assert flags["--cpus-per-task"] == "8" and flags["--mem"] == "64GB" and flags["--time"] == "1440"
+    assert flags["--array"] == "0-1%2"  # both trials in one job array
+    # requeue on pre-emption/timeout: submitit's signal before the time limit, then up to max_num_timeout requeues
+    assert flags["--signal"] == "USR2@120" and flags["--open-mode"] == "append" and params["max_num_timeout"] == 3
+    body = script.split("# setup\n", 1)[1]
+    assert body.index("module load cuda/12.4") < body.index("export NCCL_DEBUG=WARN") < body.index("srun ")
+    assert "-m submitit.core._submit" in body and str(tmp_path / "sweep" / ".submitit") in body
+    # every srun task is one Lightning process: trainer sizes follow the launcher, DDP over the nodes
+    assert (cfg.trainer.num_nodes, cfg.trainer.devices, cfg.trainer.accelerator) == (2, 4, "gpu")
+    assert cfg.trainer.strategy._target_.endswith("DDPStrategy")
+
+
+@needs_submitit
+def test_slurm_launcher_single_gpu_default(tmp_path, monkeypatch):
+    script, cfg, _ = _slurm_sbatch(tmp_path, monkeypatch, "experiment=txl_mini")
+    assert "#SBATCH --nodes=1" in script and "#SBATCH --ntasks-per-node=1" in script
+    assert "--partition" not in script and "# setup" not in script  # null partition and empty setup are left out
+    assert (cfg.trainer.num_nodes, cfg.trainer.devices) == (1, 1)
+
+
 # ---- train.py itself (minutes on a shared 2-core machine: slow) ------------------------------------------------
 
 TINY = ["model.n_layer=1", "model.d_model=32", "model.n_head=2", "model.d_head=16", "model.d_inner=64",
@@ -215,3 +301,4 @@ def test_train_py_multirun_2x2x2_seeds_with_a_failed_trial_and_report(tmp_path):
     assert failing.returncode == 0, failing.stderr[-3000:]  # the failed trial did not stop the sweep
     s = json.loads((tmp_path / "bad" / "multirun_summary.json").read_text())
     assert (s["n_finished"], s["n_failed"]) == (1, 1)
+

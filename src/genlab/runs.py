@@ -34,8 +34,18 @@ WANDB_ID_FILE = "wandb_id"
 STATUSES = ("finished", "failed")
 
 
+def _process_group() -> Any:
+    """torch.distributed when this process is in an initialised group (e.g. a ddp_spawn worker), else None."""
+    dist = sys.modules.get("torch.distributed")  # never import torch just to learn the rank
+    return dist if dist is not None and dist.is_available() and dist.is_initialized() else None
+
+
 def global_rank() -> int:
-    """Rank of this process from the launcher's environment (torchrun, Lightning DDP children, SLURM)."""
+    """Rank of this process: from its process group, else from the launcher's environment (torchrun, Lightning DDP
+    children, SLURM). Spawned workers (strategy=ddp_spawn) have a group but none of these variables."""
+    dist = _process_group()
+    if dist is not None:
+        return dist.get_rank()
     for key in ("RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK"):
         if key in os.environ:
             return int(os.environ[key])
@@ -92,6 +102,25 @@ def _git_state(start: Path) -> dict[str, Any]:
     return {"commit": commit, "dirty": bool(status)}
 
 
+def _world_size(cfg: DictConfig) -> int | None:
+    """Processes of the run: from the group or launcher when already started, else what the trainer config asks for
+    (the entry point records the run before Lightning spawns its workers). None when the config leaves it open."""
+    dist = _process_group()
+    if dist is not None:
+        return dist.get_world_size()
+    if "WORLD_SIZE" in os.environ:
+        return int(os.environ["WORLD_SIZE"])
+    devices = OmegaConf.select(cfg, "trainer.devices", default=1)
+    nodes = OmegaConf.select(cfg, "trainer.num_nodes", default=1) or 1
+    if isinstance(devices, str) and devices.strip().isdigit():
+        devices = int(devices)
+    if OmegaConf.is_list(devices) or isinstance(devices, (list, tuple)):
+        devices = len(devices)
+    if isinstance(devices, int) and not isinstance(devices, bool) and devices > 0 and isinstance(nodes, int):
+        return devices * nodes
+    return None  # "auto" or -1: decided by the hardware when the Trainer starts
+
+
 def _environment() -> dict[str, Any]:
     import importlib.metadata as md
 
@@ -115,7 +144,6 @@ def _environment() -> dict[str, Any]:
         "argv": sys.argv,
         "versions": versions,
         "device": device,
-        "world_size": int(os.environ.get("WORLD_SIZE", 1)),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
     }
 
@@ -171,6 +199,7 @@ def write_run_metadata(cfg: DictConfig, output_dir: str | Path) -> None:
         "wandb_id": previous.get("wandb_id") or _read_wandb_id(out),
         "model_overrides": previous.get("model_overrides"),
         **_environment(),
+        "world_size": _world_size(cfg),
     }
     if hydra_cfg is not None:
         info["hydra"] = {
