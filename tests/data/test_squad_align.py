@@ -113,3 +113,35 @@ def test_answers_at_window_boundaries_round_trip_and_label_only_full_windows(tok
         assert context[para.char_start[s]:para.char_end[e]] == ex.answers[0]["text"]
         edges += int(feats.end_positions[f] == win["length"] - 1 or feats.start_positions[f] == 0)
     assert edges > 0  # the boundary case really occurred
+
+
+@pytest.fixture(scope="module")
+def nfkc_tok(tmp_path_factory, tok):
+    """A tokenizer whose SentencePiece model normalises with NFKC itself (as the published XLNet spiece.model
+    does), so piece text differs from the raw text in width, ligatures and compatibility characters."""
+    from genlab.data.pretrain_corpus import CONTROL_SYMBOLS, USER_SYMBOLS, PieceTokenizer
+    from genlab.data.sentencepiece_tokenizer import SentencePieceTokenizer
+
+    root = tmp_path_factory.mktemp("nfkc")
+    text = root / "text.txt"
+    text.write_text("\n".join(f"The value {k} of item {k + 1} in the year {1900 + k} was fine." for k in range(400)))
+    model = root / "nfkc.model"
+    SentencePieceTokenizer.train([text], model, 300, "unigram", user_defined_symbols=USER_SYMBOLS,
+                                 control_symbols=CONTROL_SYMBOLS, unk_id=0, bos_id=1, eos_id=2, pad_id=-1,
+                                 hard_vocab_limit=False, normalization_rule_name="nmt_nfkc")
+    return PieceTokenizer(model)
+
+
+NFKC = [  # the SentencePiece model rewrites these characters; answers must still come back verbatim
+    ("The value \uff11\uff19\uff10\uff15 was fine.", "\uff11\uff19\uff10\uff15"),  # full-width digits
+    ("The item \u2460 was fine\u2026 in the year 1905.", "1905"),                   # circled digit, ellipsis
+    ("The \ufb01ne year was 1903.", "\ufb01ne year"),                                # ligature
+]
+
+
+@pytest.mark.parametrize("context,answer", NFKC)
+def test_round_trip_through_a_normalising_sentencepiece_model(nfkc_tok, context, answer):
+    start = context.index(answer)
+    para = tokenize_paragraph(context, nfkc_tok)
+    a, b = char_to_piece_span(para, start, start + len(answer))
+    assert context[para.char_start[a]:para.char_end[b]] == answer
