@@ -3,17 +3,14 @@
 One step = forward (two streams, perm_mask, target_mapping, memory) + PLM loss + backward + AdamW step, fp32 CPU.
 Each implementation runs in its own process (peak RSS measured separately); the two alternate step by step
 so that both see the same machine load. Prints tokens/s, the
-ratio, peak memory, achieved FLOP/s against a measured matmul peak, and the max |loss difference| per step.
+ratio, peak memory, achieved FLOP/s against the GEMM rate timed between the steps, and the max |loss
+difference| per step.
 
     python experiments/perf/xlnet_throughput.py --config base --steps 2 --warmup 1 --threads 1
     python experiments/perf/xlnet_throughput.py --config tiny --steps 10 --threads 1
 
-Measured 2026-11-22 on the shared 2-core CPU box (load average ~17, so absolute numbers are noisy; the
-lock-step ratio is the meaningful number), torch 2.13, transformers 5.23, fp32, one thread per process:
-    base (L=12, B=2, T=512, M=384, P=85): ours 23.7 tok/s vs HF 11.9 tok/s = 2.00x; peak RSS 4757 vs 6137 MB
-        (0.78); max |loss difference| 0.0 over 3 steps
-    base dims, 2 layers: 1.65x, peak RSS 0.84, max |loss difference| 9.5e-7
-    tiny (L=2, d=64, T=64): 1.54x, peak RSS 0.78, max |loss difference| 0.0 over 11 steps
+Numbers (machine, commit, load) are in experiments/perf/README.md; the latest: base dims, 4 layers, ours 1.94x HF
+tokens/s, peak RSS 0.81x, max |loss difference| 0.0 (the first pass measured 2.00x with 12 layers).
 """
 
 from __future__ import annotations
