@@ -35,7 +35,7 @@ def plot_energy(task, path: Path, title: str) -> None:
         a.set_yticks([])
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=60)
+    fig.savefig(path, dpi=45)
     plt.close(fig)
 
 
@@ -51,7 +51,7 @@ def plot_ranking(task, dm, path: Path, title: str) -> None:
             ax[row, j].imshow(real[idx].view(side, side), cmap="gray")
             ax[row, j].axis("off")
     fig.suptitle(title, fontsize=10)
-    fig.savefig(path, dpi=60)
+    fig.savefig(path, dpi=45)
     plt.close(fig)
 
 
