@@ -70,7 +70,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     ap.add_argument("--epochs", type=int, default=100)
-    ap.add_argument("--override", nargs="*", default=[])
+    ap.add_argument("--override", nargs="*", default=[],
+                    help="extra preset overrides, e.g. 'model.discriminator.hidden=[8,8]'")
+    ap.add_argument("--name", default="table_b3", help="output file stem")
     args = ap.parse_args()
     torch.set_num_threads(1)
     x_train, y_train, x_test, y_test = load_digits_split()
@@ -88,7 +90,8 @@ def main() -> None:
     ref = yaml.safe_load((HERE / "reference.yaml").read_text())["table_b3_linear_probe_mnist_err_percent"]
     lines = ["# Linear probe on frozen D features (S001 Table B.3 counterpart, 8x8 digits)", "",
              f"Test error (%) of softmax regression on the last hidden layer of D; {len(args.seeds)} runs (training "
-             f"seeds {args.seeds}), {args.epochs} epochs of `cegan_nist_mini` on all 1,437 training digits, 360 test "
+             f"seeds {args.seeds}), {args.epochs} epochs of `cegan_nist_mini` {' '.join(args.override)} on all 1,437 "
+             "training digits, 360 test "
              "digits. The paper's MNIST numbers (10 runs, full MNIST, conv D) in parentheses: not comparable in scale.",
              "", "| | " + " | ".join(results) + " |", "|---|" + "---|" * len(results)]
     for stat in ("min", "mean", "std"):
@@ -97,8 +100,9 @@ def main() -> None:
     lines += ["", "Per run: " + "; ".join(f"{v}: " + ", ".join(f"{e:.2f}" for e in r.errors)
                                           for v, r in results.items()), "",
               f"Command: `python experiments/cegan/linear_probe.py --seeds {' '.join(map(str, args.seeds))} "
-              f"--epochs {args.epochs}`"]
-    (HERE / "table_b3.md").write_text("\n".join(lines) + "\n")
+              f"--epochs {args.epochs}" + "".join(f" --override '{o}'" for o in args.override)
+              + (f" --name {args.name}" if args.name != "table_b3" else "") + "`"]
+    (HERE / f"{args.name}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
