@@ -44,7 +44,7 @@ def plot_ranking(task, dm, path: Path, title: str) -> None:
 
     real = dm.x_test
     order = np.argsort(task.energy_on(real).cpu().numpy())
-    side = int(round(real.shape[1] ** 0.5))
+    side = round(real.shape[1] ** 0.5)
     fig, ax = plt.subplots(2, 10, figsize=(10, 2.4))
     for j in range(10):
         for row, idx in ((0, order[j]), (1, order[-1 - j])):

@@ -89,10 +89,10 @@ def main() -> None:
         print(variant, json.dumps(results[variant].row), flush=True)
     ref = yaml.safe_load((HERE / "reference.yaml").read_text())["table_b3_linear_probe_mnist_err_percent"]
     lines = ["# Linear probe on frozen D features (S001 Table B.3 counterpart, 8x8 digits)", "",
-             f"Test error (%) of softmax regression on the last hidden layer of D; {len(args.seeds)} runs (training "
+             (f"Test error (%) of softmax regression on the last hidden layer of D; {len(args.seeds)} runs (training "
              f"seeds {args.seeds}), {args.epochs} epochs of `cegan_nist_mini` {' '.join(args.override)} on all 1,437 "
              "training digits, 360 test "
-             "digits. The paper's MNIST numbers (10 runs, full MNIST, conv D) in parentheses: not comparable in scale.",
+             "digits. The paper's MNIST numbers (10 runs, full MNIST, conv D) in parentheses: not comparable in scale."),
              "", "| | " + " | ".join(results) + " |", "|---|" + "---|" * len(results)]
     for stat in ("min", "mean", "std"):
         lines.append(f"| {stat} | " + " | ".join(f"{results[v].row[stat]:.2f} ({ref[v][stat]:.3f})" for v in results)

@@ -7,8 +7,13 @@ import numpy as np
 import pytest
 import torch
 
-from genlab.analysis.complement_gan_2d import (boundary_in_fake_region, complement_sample, features_between,
-                                               train_complement, train_feature_matching)
+from genlab.analysis.complement_gan_2d import (
+    boundary_in_fake_region,
+    complement_sample,
+    features_between,
+    train_complement,
+    train_feature_matching,
+)
 from genlab.data.toy2d import four_spins, two_circles
 
 

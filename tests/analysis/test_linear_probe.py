@@ -8,7 +8,11 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from genlab.analysis.linear_probe import extract_features, probe_discriminators, probe_error
+from genlab.analysis.linear_probe import (
+    extract_features,
+    probe_discriminators,
+    probe_error,
+)
 from genlab.models.cegan import CEGAN, MLPEnergy, MLPGenerator
 from genlab.tasks.cegan import CEGANTask
 

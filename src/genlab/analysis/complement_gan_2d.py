@@ -246,8 +246,9 @@ def main(argv: list[str] | None = None) -> None:
     for seed in args.seeds:
         comp = train_complement(seed, "complement", steps=args.steps)
         sup = train_complement(seed, "supervised", steps=args.steps)
-        row = dict(seed=seed, spins_complement_acc=comp.accuracy, spins_supervised_acc=sup.accuracy,
-                   spins_complement_boundary_fake=comp.boundary_fake, spins_supervised_boundary_fake=sup.boundary_fake)
+        row = {"seed": seed, "spins_complement_acc": comp.accuracy, "spins_supervised_acc": sup.accuracy,
+               "spins_complement_boundary_fake": comp.boundary_fake,
+               "spins_supervised_boundary_fake": sup.boundary_fake}
         if seed in args.circles_seeds:
             fm = train_feature_matching(seed, "fm", steps=args.steps)
             fsup = train_feature_matching(seed, "supervised", steps=args.steps)
@@ -280,7 +281,7 @@ def main(argv: list[str] | None = None) -> None:
             plt.close(fig)
     (out / "results.json").write_text(json.dumps(rows, indent=1))
     keys = list(dict.fromkeys(k for r in rows for k in r if k != "seed"))
-    fmt = lambda r, k: f"{r[k]:.3f}" if k in r else ""  # noqa: E731
+    fmt = lambda r, k: f"{r[k]:.3f}" if k in r else ""
     lines = ["| seed | " + " | ".join(keys) + " |", "|---|" + "---|" * len(keys)]
     lines += [f"| {r['seed']} | " + " | ".join(fmt(r, k) for k in keys) + " |" for r in rows]
     lines.append("| median | " + " | ".join(f"{np.median([r[k] for r in rows if k in r]):.3f}" for k in keys) + " |")
