@@ -1,4 +1,5 @@
-"""Offline finetuning minis written in the benchmarks' own formats (CONTRIBUTING: mini tier).
+"""Offline finetuning minis written in the benchmarks' own formats (CONTRIBUTING: mini tier). The GLUE minis with
+generated labels (CoLA, MRPC, QQP, STS-B, MNLI + AX, QNLI, RTE, WNLI) are in ``genlab.data.glue_minis``.
 
 * ``sst2_mini`` — SST-2 TSV layout from gensim's ``pang_lee_polarity.cor``: 200 real movie-review sentences with
   their **human** polarity labels (100 neg / 100 pos). Split deterministically (every 5th sentence of each class
