@@ -1,9 +1,9 @@
 """Scale-out checks on 2 CPU processes (gloo): the global batch and gradient clipping.
 
 * ``data.global_batch``: one process accumulating 2 micro-batches (accumulation derived by the CLI build) follows
-  the loss trajectory and ends at the weights of 2 DDP processes without accumulation, on Transformer-XL-tiny.
-  The micro-batches are chunks of streams at the same segment (TXL spec: ``batch_chunk``); memory is off
-  (mem_len=0) because the LM task keeps one memory, not one per accumulated chunk.
+  the loss trajectory and ends at the weights of 2 DDP processes without accumulation, on Transformer-XL-tiny
+  with memory. The LM DataModule learns the accumulation from the trainer and yields chunks of streams at the
+  same segment (TXL: ``batch_chunk``), the task keeps one memory per chunk.
 * ``trainer.gradient_clip_val`` under FSDP2 (Lightning's ModelParallelStrategy): clipping by norm over the
   sharded DTensor gradients uses the global norm, so 2 sharded processes clip exactly as one process does.
 
@@ -28,7 +28,7 @@ from genlab.data.streams import StreamSegments, split_streams
 from launch_ranks import run_ranks
 
 MICRO, TGT, STEPS, CLIP = 4, 16, 4, 0.02  # TGT: TINY_TXL's data.tgt_len
-COMMON = ["model.dropout=0.0", "model.mem_len=0", "task.scheduler=null", "task.optimizer._target_=torch.optim.SGD",
+COMMON = ["model.dropout=0.0", "task.scheduler=null", "task.optimizer._target_=torch.optim.SGD",
           "~task.optimizer.betas", "~task.optimizer.eps", "task.optimizer.lr=0.5", "trainer.accelerator=cpu",
           "trainer.precision=64-true", f"trainer.max_steps={STEPS}", "trainer.limit_val_batches=0",
           "+trainer.enable_checkpointing=false", "trainer.enable_progress_bar=false",
@@ -41,9 +41,11 @@ class LossLog(pl.Callback):
 
     def __init__(self) -> None:
         self.losses: list[float] = []
+        self.batches: list[dict] = []
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         self.losses.append(float(trainer.callback_metrics["train/loss"]))
+        self.batches.append(batch)
 
 
 def chunked_segments(tokens, rank: int, world: int, accumulate: int, steps: int) -> list[dict]:
@@ -54,8 +56,8 @@ def chunked_segments(tokens, rank: int, world: int, accumulate: int, steps: int)
     return [chunk[k] for k in range(steps) for chunk in chunks]
 
 
-def run(cfg, devices: int, data: list[dict]) -> tuple[list[float], dict]:
-    """Build the task and the Trainer as train.py does (accumulation from data.global_batch), fit on ``data``."""
+def run(cfg, devices: int) -> tuple[list[float], dict]:
+    """Build the data, task and Trainer as train.py does (accumulation from data.global_batch) and fit."""
     cfg = OmegaConf.create(OmegaConf.to_container(cfg))
     cfg.trainer.devices = devices
     pl.seed_everything(0, verbose=False)
@@ -64,7 +66,12 @@ def run(cfg, devices: int, data: list[dict]) -> tuple[list[float], dict]:
     log = LossLog()
     trainer = build.build_trainer(cfg, [log], [])
     assert trainer.accumulate_grad_batches == cfg.trainer.accumulate_grad_batches == 2 * MICRO // (MICRO * devices)
-    trainer.fit(task, train_dataloaders=torch.utils.data.DataLoader(data, batch_size=None))
+    trainer.fit(task, datamodule=datamodule)
+    accumulate, rank = trainer.accumulate_grad_batches, trainer.global_rank
+    expected = chunked_segments(datamodule.corpus.splits["train"], rank, devices, accumulate, STEPS)
+    assert [(b["segment"], b["chunk"]) for b in log.batches] == [(k, j) for k in range(STEPS) for j in range(accumulate)]
+    for seen, want in zip(log.batches, expected, strict=True):
+        assert torch.equal(seen["input_ids"], want["input_ids"]) and torch.equal(seen["target"], want["target"])
     return log.losses, {k: v.detach().clone() for k, v in task.model.state_dict().items()}
 
 
@@ -96,7 +103,7 @@ def worker(out: Path, cfg_file: Path, rank: int) -> None:
     tokens = torch.load(out / "tokens.pt").numpy()
     ddp = OmegaConf.create(OmegaConf.to_container(cfg))
     ddp.trainer.strategy = {"_target_": "pytorch_lightning.strategies.DDPStrategy"}
-    losses, weights = run(ddp, 2, chunked_segments(tokens, rank, 2, 1, STEPS))
+    losses, weights = run(ddp, 2)
     if rank == 0:
         torch.save(weights, out / "ddp_weights.pt")
     result = {"ddp": losses, "fsdp_clip": clip_losses(rank, 2, tokens, CLIP)}
@@ -120,7 +127,7 @@ def runs(tmp_path_factory):
     tokens = build.build_data(cfg.data).corpus.splits["train"]
     torch.save(torch.from_numpy(tokens.copy()), root / "tokens.pt")
     two = launch(root, cfg_file)
-    single, weights = run(cfg, 1, chunked_segments(tokens, 0, 1, 2, STEPS))
+    single, weights = run(cfg, 1)
     return {"two": two, "single": single, "single_weights": weights, "ddp_weights": torch.load(root / "ddp_weights.pt"),
             "clip": clip_losses(0, 1, tokens, CLIP), "noclip": clip_losses(0, 1, tokens, None)}
 

@@ -132,3 +132,56 @@ def test_validation_checks_the_global_batch_type(compose_cfg):
     with pytest.raises(ConfigError, match="data.global_batch"):
         validate_config(cfg)
     validate_config(compose_cfg(["experiment=txl_mini", "+data.global_batch=32"]))
+
+
+# -------------------------------------------------------------------------- accumulation chunks, samplers
+def test_chunks_interleave_segment_by_segment_and_cover_the_global_streams():
+    """Rank r of W accumulating A owns chunks r*A+j of the W*A chunks; items go segment t of every chunk, then t+1."""
+    import numpy as np
+
+    from genlab.data.streams import ChunkedStreamSegments, StreamSegments, split_streams
+
+    tokens = np.arange(2 * 2 * 3 * 11)
+    world, chunks, micro = 2, 2, 3
+    whole = split_streams(tokens, micro * world * chunks)
+    for rank in range(world):
+        data = ChunkedStreamSegments(tokens, micro, 4, rank=rank, world_size=world, chunks=chunks)
+        assert len(data) == chunks * StreamSegments(whole, 4).n_segments
+        for i in range(len(data)):
+            item = data[i]
+            k, j = divmod(i, chunks)
+            assert (item["segment"], item["chunk"]) == (k, j)
+            rows = whole[(rank * chunks + j) * micro : (rank * chunks + j + 1) * micro]
+            want = StreamSegments(rows, 4)[k]
+            assert torch.equal(item["input_ids"], want["input_ids"]) and torch.equal(item["target"], want["target"])
+
+
+def test_lm_datamodule_learns_the_accumulation_from_the_trainer_and_resumes_by_item(compose_cfg):
+    cfg = _cfg(compose_cfg, "+data.global_batch=8", "trainer.devices=1")
+    datamodule = build.build_data(cfg.data)
+    trainer = build.build_trainer(cfg, [], [])
+    datamodule.trainer = trainer
+    batches = list(datamodule.train_dataloader())
+    assert [b["chunk"] for b in batches[:4]] == [0, 1, 0, 1] and [b["segment"] for b in batches[:4]] == [0, 0, 1, 1]
+    datamodule.load_state_dict({"next_item": 3, "chunks": 2})  # mid-cycle: segment 1, chunk 1 comes next
+    resumed = next(iter(datamodule.train_dataloader()))
+    assert (resumed["segment"], resumed["chunk"]) == (1, 1)
+    assert torch.equal(resumed["input_ids"], batches[3]["input_ids"])
+    datamodule.load_state_dict({"next_segment": 2})  # a checkpoint from before chunks: one item per segment
+    assert next(iter(datamodule.train_dataloader()))["segment"] == 2
+
+
+def test_distributed_sampler_is_off_for_rank_sharded_data_and_on_for_the_rest(compose_cfg):
+    assert build.distributed_sampler(compose_cfg(["experiment=txl_mini"])) is False
+    assert build.distributed_sampler(compose_cfg(["experiment=mos_ptb_mini"])) is False
+    assert build.distributed_sampler(compose_cfg(["experiment=bert_sst2_mini"])) is True
+    assert build.distributed_sampler(compose_cfg(["experiment=bert_sst2_mini", "+trainer.use_distributed_sampler=false"])) is False
+    trainer = build.build_trainer(compose_cfg(["experiment=bert_sst2_mini", "trainer.accelerator=cpu"]), [], [])
+    assert trainer._accelerator_connector.use_distributed_sampler is True
+
+
+def test_bptt_data_refuses_the_trainers_accumulation_and_names_small_batch_size(compose_cfg):
+    cfg = compose_cfg(["experiment=mos_ptb_mini", "trainer.accelerator=cpu", "trainer.devices=1",
+                       "+data.global_batch=24", "data.batch_size=12"])
+    with pytest.raises(ConfigError, match=r"accumulate_grad_batches=2.*task.small_batch_size"):
+        build.build_trainer(cfg, [], [])

@@ -78,14 +78,14 @@ def test_memory_carries_across_batches_and_resets_each_pass(compose_cfg):
     first, second = next(batches), next(batches)
     with torch.no_grad():
         task.training_step(first, 0)
-        after_first = task._train_memory
+        after_first = task._train_memory[0]
         assert after_first is not None and all(not m.requires_grad for m in after_first)
         carried = task(second["input_ids"], second["target"], after_first).nll
         fresh = task(second["input_ids"], second["target"], None).nll
         assert not torch.allclose(carried, fresh)  # the memory is used
         task.training_step(second, 1)
         task.training_step(first, 0)  # segment 0 again: a new pass starts from an empty memory
-        assert all(torch.equal(a, b) for a, b in zip(task._train_memory, after_first))
+        assert all(torch.equal(a, b) for a, b in zip(task._train_memory[0], after_first))
 
 
 def test_perplexity_is_over_the_whole_stream(compose_cfg):
@@ -106,3 +106,45 @@ def test_perplexity_is_over_the_whole_stream(compose_cfg):
             count += out.nll.numel()
     assert count == datamodule._segments("valid", 64, 7, 0).tokens_per_pass
     assert result["valid/ppl"] == pytest.approx(math.exp(total / count), rel=1e-5)
+
+
+class PreemptAfterBatches(pl.Callback):
+    """Simulates a preemption between micro-batches: after ``n`` training batches, save ``path`` and stop."""
+
+    def __init__(self, n: int, path):
+        self.n, self.path, self.seen = n, path, 0
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        self.seen += 1
+        if self.seen == self.n:
+            trainer.save_checkpoint(self.path)
+            trainer.should_stop = True
+
+
+def test_resume_mid_accumulation_cycle_is_bit_exact(compose_cfg, tmp_path):
+    """data.global_batch = 2 x data.batch_size: 2 chunks of streams, one memory each. Stopped after 5 micro-batches
+    (2 steps and half of the third) and resumed: the same batches, losses and weights as uninterrupted."""
+    common = TINY + [
+        "trainer.max_steps=7",
+        "trainer.val_check_interval=4",
+        "trainer.limit_val_batches=2",
+        "trainer.enable_progress_bar=false",
+        "callbacks.checkpoint.every_n_train_steps=2",
+        "callbacks.checkpoint.monitor=null",
+        "data.batch_size=12",
+        "+data.global_batch=24",  # few segments per pass: the run crosses a pass boundary (memory reset per chunk)
+    ]
+    full_losses = RecordLosses()
+    full, trainer = fit(compose_cfg(common + [f"paths.output_dir={tmp_path}/full"]), [full_losses])
+    assert trainer.accumulate_grad_batches == 2 and len(full_losses.losses) == 14
+    assert len(full._train_memory) == 2 and all(m is not None for m in full._train_memory)
+
+    first_losses, second_losses = RecordLosses(), RecordLosses()
+    ckpt = tmp_path / "preempted.ckpt"
+    fit(compose_cfg(common + [f"paths.output_dir={tmp_path}/part"]), [first_losses, PreemptAfterBatches(5, ckpt)])
+    assert torch.load(ckpt, weights_only=True)["lm_pending_grads"] is not None  # stopped mid-cycle
+    resumed, _ = fit(compose_cfg(common + [f"paths.output_dir={tmp_path}/part"]), [second_losses], str(ckpt))
+
+    assert first_losses.losses + second_losses.losses == full_losses.losses
+    for (name, a), (_, b) in zip(full.state_dict().items(), resumed.state_dict().items()):
+        assert torch.equal(a, b), name

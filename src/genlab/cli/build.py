@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
-from hydra.utils import instantiate
+from hydra.utils import get_class, instantiate
 from pytorch_lightning.callbacks import LearningRateMonitor, ProgressBar
 from omegaconf import DictConfig, OmegaConf, open_dict
 
@@ -79,21 +79,48 @@ def accumulate_grad_batches(cfg: DictConfig) -> int:
         )
     log.info("data.global_batch=%d = data.batch_size %d x %d processes x trainer.accumulate_grad_batches %d",
              global_batch, micro, world, steps)
-    if steps > 1 and "tgt_len" in cfg.data:
-        # Lightning accumulates consecutive batches: for ordered streams these are consecutive segments of the
-        # same streams, not the spec's chunks of streams with their own memory (TXL batch_chunk).
-        log.warning("data.global_batch on ordered LM streams: the %d accumulated micro-batches are consecutive "
-                    "segments of data.batch_size streams; this matches more devices in tokens per step, not in "
-                    "which streams are seen.", steps)
     return steps
+
+
+def data_class(cfg: DictConfig) -> type | None:
+    """The DataModule class named by ``data._target_`` (None when the config has no importable one)."""
+    target = cfg.data.get("_target_") if cfg.get("data") is not None else None
+    try:
+        return get_class(target) if target else None
+    except Exception:  # noqa: BLE001 - a bad _target_ is reported by instantiate, with Hydra's message
+        return None
+
+
+def check_accumulation(cfg: DictConfig, steps: int) -> None:
+    """DataModules whose task accumulates in its own way declare ``accumulation_key`` and refuse the trainer's."""
+    own = getattr(data_class(cfg), "accumulation_key", None)
+    if steps > 1 and own:
+        raise ConfigError(
+            f"trainer.accumulate_grad_batches={steps} (from data.global_batch or set directly) is not supported with "
+            f"data._target_={cfg.data._target_}: its task optimises manually and accumulates through {own}. "
+            f"Remove data.global_batch / trainer.accumulate_grad_batches; set data.batch_size to the per-process "
+            f"batch and {own} to the micro-batch instead."
+        )
+
+
+def distributed_sampler(cfg: DictConfig) -> bool:
+    """``trainer.use_distributed_sampler``; when unset (the default) it follows the DataModule: those that split
+    their data by rank themselves (``shards_by_rank = True``: ordered LM streams) must not get Lightning's
+    DistributedSampler, every other one needs it so that each rank trains on its own share of the batches."""
+    explicit = cfg.trainer.get("use_distributed_sampler")
+    if explicit is not None:
+        return bool(explicit)
+    return not getattr(data_class(cfg), "shards_by_rank", False)
 
 
 def build_trainer(cfg: DictConfig, callbacks: list[pl.Callback], loggers: list[Any]) -> pl.Trainer:
     check_trainer_precision(str(cfg.trainer.precision), str(cfg.trainer.accelerator))
     check_strategy_device(cfg.trainer.get("strategy", "auto"), str(cfg.trainer.accelerator))
     accumulate = accumulate_grad_batches(cfg)
-    with open_dict(cfg.trainer):  # recorded: the run's config.yaml shows the value actually used
+    check_accumulation(cfg, accumulate)
+    with open_dict(cfg.trainer):  # recorded: the run's config.yaml shows the values actually used
         cfg.trainer.accumulate_grad_batches = accumulate
+        cfg.trainer.use_distributed_sampler = distributed_sampler(cfg)
     return instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
 
 

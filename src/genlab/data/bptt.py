@@ -101,7 +101,14 @@ def vocab_fingerprint(corpus) -> str:
 
 class BPTTDataModule(pl.LightningDataModule):
     """PTB / WikiText-2 / char streams (``genlab.data.lm_corpora``) or ``dataset=synthetic_topics``, batched as
-    in the AWD-LSTM code: ``batch_size`` contiguous streams per device, variable-length training windows."""
+    in the AWD-LSTM code: ``batch_size`` contiguous streams per device, variable-length training windows.
+
+    Gradient accumulation is the AWD-LSTM task's own (``task.small_batch_size`` column chunks, each with its own
+    hidden state, under manual optimisation), so the trainer's accumulation and ``data.global_batch`` are refused.
+    """
+
+    shards_by_rank = True  # every rank reads its own streams: the trainer must not add a DistributedSampler
+    accumulation_key = "task.small_batch_size"
 
     def __init__(
         self,

@@ -9,15 +9,19 @@ import torch
 from torch.utils.data import DataLoader
 
 from genlab.data.lm_corpora import load_lm_corpus
-from genlab.data.streams import ResumableSequentialSampler, StreamSegments, split_streams
+from genlab.data.streams import ChunkedStreamSegments, ResumableSequentialSampler, StreamSegments, split_streams
 
 
 class LMDataModule(pl.LightningDataModule):
     """Batches of ``batch_size`` contiguous streams per device, consumed in order (see ``genlab.data.streams``).
 
-    ``batch_size`` counts streams per device: the global batch is ``batch_size * world_size`` streams, and a
-    data-parallel run sees exactly the streams of a single process with the global batch.
+    ``batch_size`` counts streams per device and micro-batch: when the trainer accumulates A micro-batches, the
+    streams are split into ``world_size * A`` chunks, this rank's A chunks interleaved segment by segment (each
+    batch names its ``chunk``; the LM task keeps one memory per chunk). The global batch is ``batch_size *
+    world_size * A`` streams, and any split of it into processes and accumulation sees exactly the same streams.
     """
+
+    shards_by_rank = True  # every rank reads its own streams: the trainer must not add a DistributedSampler
 
     def __init__(
         self,
@@ -40,9 +44,9 @@ class LMDataModule(pl.LightningDataModule):
         self.eval_batch_size, self.eval_tgt_len = eval_batch_size, eval_tgt_len or tgt_len
         self.eval_ext_len, self.num_workers, self.options = eval_ext_len, num_workers, dict(options or {})
         self.corpus = None
-        self._train: StreamSegments | None = None
+        self._train: ChunkedStreamSegments | None = None
         self._sampler: ResumableSequentialSampler | None = None
-        self._next_segment = 0
+        self._next_item, self._chunks = 0, 1  # resume position: items (segment x chunk) consumed in this pass
 
     # -- corpus ---------------------------------------------------------------------------------------------
     def _load(self):
@@ -59,6 +63,12 @@ class LMDataModule(pl.LightningDataModule):
     def _rank_world(self) -> tuple[int, int]:
         trainer = self.trainer
         return (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
+
+    @property
+    def accumulation(self) -> int:
+        """Micro-batches the trainer accumulates per optimiser step (``data.global_batch`` derives it)."""
+        trainer = self.trainer
+        return int(trainer.accumulate_grad_batches) if trainer is not None else 1
 
     def model_overrides(self) -> dict[str, Any]:
         return {"vocab_size": len(self.corpus.vocab)}
@@ -84,10 +94,16 @@ class LMDataModule(pl.LightningDataModule):
         )
 
     def train_dataloader(self) -> DataLoader:
-        self._train = self._segments("train", self.batch_size, self.tgt_len, self.ext_len)
+        rank, world = self._rank_world
+        chunks = self.accumulation
+        if chunks != self._chunks:  # resumed with another accumulation: restart the interrupted segment
+            self._next_item = self._next_item // self._chunks * chunks
+            self._chunks = chunks
+        self._train = ChunkedStreamSegments(self.corpus.splits["train"], self.batch_size, self.tgt_len, self.ext_len,
+                                            rank, world, chunks)
         self._sampler = ResumableSequentialSampler(len(self._train))
-        if 0 < self._next_segment < len(self._train):
-            self._sampler.start = self._next_segment
+        if 0 < self._next_item < len(self._train):
+            self._sampler.start = self._next_item
         return self._loader(self._train, self._sampler)
 
     def val_dataloader(self) -> DataLoader:
@@ -99,11 +115,14 @@ class LMDataModule(pl.LightningDataModule):
     # -- resumable position: counted when a training batch is really consumed (after Lightning's prefetch) ----
     def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
         if self.trainer is not None and self.trainer.training:
-            self._next_segment = int(batch["segment"]) + 1
+            self._next_item = int(batch["segment"]) * self._chunks + int(batch.get("chunk", 0)) + 1
         return batch
 
     def state_dict(self) -> dict[str, Any]:
-        return {"next_segment": self._next_segment}
+        return {"next_item": self._next_item, "chunks": self._chunks}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self._next_segment = int(state.get("next_segment", 0))
+        if "next_item" in state:
+            self._next_item, self._chunks = int(state["next_item"]), int(state.get("chunks", 1))
+        else:  # checkpoints from before accumulation chunks: one item per segment
+            self._next_item, self._chunks = int(state.get("next_segment", 0)), 1

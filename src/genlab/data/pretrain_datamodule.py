@@ -156,6 +156,8 @@ class PretrainDataModule(pl.LightningDataModule):
     """Pretraining batches for ``objective`` plm | dae | mlm on a plain-text corpus (``corpus=text`` with
     ``path=``) or the offline ``pretrain_mini``. ``batch_size`` counts streams per device (even with bi_data)."""
 
+    shards_by_rank = True  # every rank reads its own streams: the trainer must not add a DistributedSampler
+
     def __init__(
         self,
         objective: str = "plm",

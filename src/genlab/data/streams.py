@@ -68,6 +68,35 @@ class StreamSegments(Dataset):
         return self.rows.shape[0] * (self.rows.shape[1] - 1 - self.ext_len)
 
 
+class ChunkedStreamSegments(Dataset):
+    """This rank's ``chunks`` chunks of ``n_streams`` streams each, interleaved segment by segment (item
+    ``k * chunks + j`` is segment ``k`` of chunk ``j``, with a ``chunk`` key), for gradient accumulation.
+
+    The stream rows are split into ``world_size * chunks`` chunks and rank r owns chunks ``r*chunks + j``, as in
+    the official Transformer-XL ``batch_chunk``: accumulating ``chunks`` micro-batches then sees the same streams
+    at the same segment as ``chunks`` times more processes would, and each chunk carries its own memory.
+    """
+
+    def __init__(self, tokens: np.ndarray, n_streams: int, tgt_len: int, ext_len: int = 0, rank: int = 0,
+                 world_size: int = 1, chunks: int = 1):
+        if chunks < 1:
+            raise DataError(f"the number of accumulated chunks must be >= 1, got {chunks}.")
+        self.chunks = [StreamSegments(split_streams(tokens, n_streams, rank * chunks + j, world_size * chunks),
+                                      tgt_len, ext_len) for j in range(chunks)]
+        self.n_segments = self.chunks[0].n_segments
+
+    def __len__(self) -> int:
+        return self.n_segments * len(self.chunks)
+
+    def __getitem__(self, i: int) -> dict:
+        segment, chunk = divmod(i, len(self.chunks))
+        return {**self.chunks[chunk][segment], "chunk": chunk}
+
+    @property
+    def tokens_per_pass(self) -> int:
+        return sum(c.tokens_per_pass for c in self.chunks)
+
+
 class ResumableSequentialSampler(Sampler[int]):
     """``0..n-1`` in order, starting once at ``start`` after a resume (then from 0 on later passes).
 

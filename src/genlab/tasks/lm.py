@@ -7,6 +7,7 @@ Transformer baseline, AWD-LSTM. Perplexity / bits per character are computed ove
 
 from __future__ import annotations
 
+import logging
 import math
 from contextlib import contextmanager
 from typing import Any, Callable
@@ -19,6 +20,8 @@ from torchmetrics import MeanMetric
 
 from genlab.parallel import ParallelizeMixin
 from genlab.tasks.optim import param_groups
+
+log = logging.getLogger("genlab")
 
 
 def detach(memory: Any) -> Any:
@@ -49,7 +52,7 @@ class LanguageModelTask(ParallelizeMixin, pl.LightningModule):
         self.monitor, self.monitor_mode, self.metric, self.weight_decay = monitor, monitor_mode, metric, weight_decay
         self.valid_overrides = dict(valid_overrides or {})
         self.test_overrides = dict(test_overrides or {})
-        self._train_memory: Any = None
+        self._train_memory: list[Any] = []  # one memory per accumulated chunk of streams (batch["chunk"])
         self._eval_memory: Any = None
         self.valid_nll, self.test_nll = MeanMetric(), MeanMetric()
 
@@ -61,10 +64,13 @@ class LanguageModelTask(ParallelizeMixin, pl.LightningModule):
         return self.model(input_ids, target=target, memory=memory)
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+        chunk = int(batch.get("chunk", 0))
+        if len(self._train_memory) <= chunk:
+            self._train_memory += [None] * (chunk + 1 - len(self._train_memory))
         if batch["segment"] == 0:  # a new pass over the data: the streams restart, so does the memory
-            self._train_memory = None
-        out = self(batch["input_ids"], batch["target"], self._train_memory)
-        self._train_memory = detach(out.memory)
+            self._train_memory[chunk] = None
+        out = self(batch["input_ids"], batch["target"], self._train_memory[chunk])
+        self._train_memory[chunk] = detach(out.memory)
         loss = out.nll.float().mean()
         self.log("train/loss", loss, prog_bar=True)
         return loss
@@ -131,29 +137,65 @@ class LanguageModelTask(ParallelizeMixin, pl.LightningModule):
             return optimizer
         return {"optimizer": optimizer, "lr_scheduler": self.scheduler_factory(optimizer)}
 
-    # -- checkpoints: the training memory of every rank --------------------------------------------------
+    # -- checkpoints: the training memory of every chunk on every rank ---------------------------------------
     def on_save_checkpoint(self, checkpoint: dict) -> None:
-        # Nested lists/tuples of tensors only, so the checkpoint loads with torch.load(weights_only=True).
+        # Nested lists/tuples of tensors only, so the checkpoint loads with torch.load(weights_only=True). Every
+        # rank holds the same number of chunks with memories of the same shapes (same segment, same schedule).
         memory = self._train_memory
-        if memory is not None and self._world() > 1:
-            memory = tree_map(self.all_gather, memory)  # leading [world] axis: every rank's own streams
+        if self._world() > 1:  # leading [world] axis: every rank's own streams
+            memory = tree_map(lambda t: self.all_gather(t) if isinstance(t, torch.Tensor) else t, memory)
         to_cpu = lambda t: t.cpu() if isinstance(t, torch.Tensor) else t  # noqa: E731
-        checkpoint["lm_memory"] = {"memory": tree_map(to_cpu, memory), "ranks": self._world()}
+        checkpoint["lm_memory"] = {"chunks": tree_map(to_cpu, memory), "ranks": self._world(),
+                                   "accumulate": self._accumulate()}
+        pending = self._pending_gradients()
+        if pending is not None:
+            checkpoint["lm_pending_grads"] = tree_map(to_cpu, pending)
+
+    def _pending_gradients(self) -> list | None:
+        """Gradients summed so far in an unfinished accumulation cycle (a checkpoint taken mid-cycle, e.g. when
+        the run is stopped between micro-batches), so a resume continues the same optimiser step bit-exactly."""
+        trainer = self.trainer
+        if trainer is None or self._accumulate() == 1 or not trainer.training:
+            return None
+        if trainer.fit_loop.epoch_loop.batch_progress.current.ready % self._accumulate() == 0:
+            return None  # at a step boundary: the next micro-batch zeroes the gradients anyway
+        grads = [p.grad for p in self.parameters()]
+        if any(type(g) is not torch.Tensor for g in grads if g is not None):  # e.g. FSDP2's sharded DTensor
+            log.warning("checkpoint taken mid accumulation cycle with sharded gradients: not saved, the resumed "
+                        "step will miss this cycle's earlier micro-batches.")
+            return None
+        if self._world() > 1:
+            grads = [None if g is None else self.all_gather(g) for g in grads]
+        return grads
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         saved = checkpoint.get("lm_memory") or {}
-        memory, ranks = saved.get("memory"), saved.get("ranks", 1)
-        if memory is not None and ranks > 1:
+        # Checkpoints from before accumulation chunks hold one memory under "memory".
+        chunks, ranks = saved.get("chunks", [saved.get("memory")]), saved.get("ranks", 1)
+        if saved.get("accumulate", 1) != self._accumulate():
+            chunks = []  # another accumulation splits the streams differently: they start afresh
+        if ranks > 1:
             # Each rank takes its own streams back; another world size starts its streams afresh.
             rank = self.trainer.global_rank if self._world() == ranks else None
-            memory = None if rank is None else tree_map(lambda t: t[rank], memory)
-        self._train_memory = memory
+            chunks = [] if rank is None else tree_map(lambda t: t[rank] if isinstance(t, torch.Tensor) else t, chunks)
+        self._train_memory = list(chunks)
+        grads = checkpoint.get("lm_pending_grads")
+        if grads is not None and saved.get("ranks", 1) > 1:
+            rank = self.trainer.global_rank if self._world() == saved["ranks"] else None
+            grads = None if rank is None else [None if g is None else g[rank] for g in grads]
+        self._restored_grads = grads
 
     def on_train_start(self) -> None:
-        if self._train_memory is not None:
-            self._train_memory = tree_map(
-                lambda t: t.to(self.device) if isinstance(t, torch.Tensor) else t, self._train_memory
-            )
+        self._train_memory = tree_map(
+            lambda t: t.to(self.device) if isinstance(t, torch.Tensor) else t, self._train_memory
+        )
+        grads, self._restored_grads = getattr(self, "_restored_grads", None), None
+        if grads is not None:  # Lightning does not zero them mid-cycle: the next backward adds to them
+            for p, g in zip(self.parameters(), grads, strict=True):
+                p.grad = None if g is None else g.to(device=p.device, dtype=p.dtype)
+
+    def _accumulate(self) -> int:
+        return int(self.trainer.accumulate_grad_batches) if self.trainer is not None else 1
 
     def _world(self) -> int:
         return self.trainer.world_size if self.trainer is not None else 1
