@@ -1,7 +1,7 @@
 """Measured fp32 GEMM rate of this machine, the denominator of the "% of GEMM floor" and MFU figures.
 
-``gemm_rate`` times a few n x n matmuls and returns the best FLOP/s; benchmarks call it between model steps
-(interleaved), so the rate and the steps see the same machine load, and take the median over the calls.
+``gemm_rate`` times n x n matmuls (best of a few, or the mean over a time window); benchmarks call it between
+model steps (interleaved), so the rate and the steps see the same machine load, and take the median.
 Also a self-contained top-ops table for torch.profiler output (both the genlab venv and the HF 4.35 venv
 import this file, so it depends on torch alone).
 
@@ -16,12 +16,20 @@ import time
 import torch
 
 
-def gemm_rate(threads: int, n: int = 1024, reps: int = 3) -> float:
-    """Best FLOP/s of ``reps`` fp32 [n, n] @ [n, n] matmuls on ``threads`` intra-op threads."""
+def gemm_rate(threads: int, n: int = 1024, reps: int = 3, seconds: float | None = None) -> float:
+    """FLOP/s of fp32 [n, n] @ [n, n] matmuls on ``threads`` intra-op threads: the best of ``reps`` (the most
+    optimistic rate: what a GEMM floor should use) or, with ``seconds``, the mean over that long a window (on a
+    loaded machine a fairer denominator for a step that itself lasts seconds)."""
     torch.set_num_threads(threads)
     g = torch.Generator().manual_seed(0)
     a, b = torch.randn(n, n, generator=g), torch.randn(n, n, generator=g)
     a @ b  # warm-up: first touch of the output pages
+    if seconds:
+        count, start = 0, time.perf_counter()
+        while (elapsed := time.perf_counter() - start) < seconds:
+            a @ b
+            count += 1
+        return 2 * n**3 * count / elapsed
     best = float("inf")
     for _ in range(reps):
         t0 = time.perf_counter()

@@ -9,9 +9,10 @@ slots), x3 for forward + backward, except: no input gradient for the memory rows
 layer's content stream runs forward only (the loss reads the query stream; its keys come from the layer input,
 so the backward never reaches that stream: the autograd graph skips it). They are
 cross-checked against torch's FlopCounterMode on one step, which counts what really ran (the positional term
-against all K + T distances, the segment term). Between the timed steps this process times fp32 GEMMs on the
-same thread count (interleaved, so both see the same machine load); MFU = analytic FLOPs / step time / median
-GEMM rate.
+against all K + T distances, the segment term). Between the timed steps this process runs 1024^3 fp32 GEMMs
+on the same thread count for a few seconds (interleaved, so both see the same machine load; the mean rate over
+that window, since the step itself averages over tens of seconds of a fluctuating load); MFU = analytic FLOPs /
+step time / median GEMM rate.
 
     python experiments/perf/xlnet_mfu.py --threads 1 --steps 3              # 12 layers, about 3 minutes
     python experiments/perf/xlnet_mfu.py --threads 1 --n-layer 2 --profile  # quicker, with the top ops
@@ -52,6 +53,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--n-layer", type=int, default=None, help="override the 12 layers (quicker runs)")
     parser.add_argument("--batch", type=int, default=None)
+    parser.add_argument("--gemm-seconds", type=float, default=3.0,
+                        help="each GEMM-rate sample is the mean rate over this many seconds of 1024^3 matmuls")
     parser.add_argument("--optimizer", choices=["fused", "adamw", "genlab"], default="fused",
                         help="torch AdamW fused (one kernel, no temporaries) or per-tensor, or genlab's "
                              "AdamWeightDecay (the PLM task's)")
@@ -93,10 +96,10 @@ def main() -> None:
     with FlopCounterMode(display=False) as counter:  # untimed first step
         step(0)
     counted = counter.get_total_flops()
-    times, rates = [], [gemm_rate(args.threads, reps=5)]
+    times, rates = [], [gemm_rate(args.threads, seconds=args.gemm_seconds)]
     for i in range(1, 1 + args.steps):
         times.append(step(i))
-        rates.append(gemm_rate(args.threads, reps=5))
+        rates.append(gemm_rate(args.threads, seconds=args.gemm_seconds))
     flops, step_s, rate = analytic_flops(cfg), statistics.median(times), statistics.median(rates)
     # each step against the mean of the rates measured just before and just after it (load drifts slowly)
     per_step = [flops / t / ((a + b) / 2) for t, a, b in zip(times, rates, rates[1:])]
