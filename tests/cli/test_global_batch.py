@@ -185,3 +185,13 @@ def test_bptt_data_refuses_the_trainers_accumulation_and_names_small_batch_size(
                        "+data.global_batch=24", "data.batch_size=12"])
     with pytest.raises(ConfigError, match=r"accumulate_grad_batches=2.*task.small_batch_size"):
         build.build_trainer(cfg, [], [])
+
+
+def test_data_that_cannot_be_split_by_rank_refuses_several_processes(compose_cfg):
+    from genlab.data.planetoid import PlanetoidDataModule
+
+    assert PlanetoidDataModule.data_parallel is False
+    cfg = compose_cfg(["experiment=planetoid_g_karate_mini", "trainer.accelerator=cpu", "trainer.devices=2"])
+    with pytest.raises(ConfigError, match=r"PlanetoidDataModule runs on one process.*trainer.devices=1"):
+        build.build_trainer(cfg, [], [])
+    build.check_data_parallel(compose_cfg(["experiment=bert_sst2_mini", "trainer.accelerator=cpu", "trainer.devices=2"]))

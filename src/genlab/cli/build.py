@@ -57,7 +57,8 @@ def accumulate_grad_batches(cfg: DictConfig) -> int:
     """``trainer.accumulate_grad_batches``, derived from ``data.global_batch`` when that is set.
 
     ``data.global_batch`` counts samples (sequences; for ordered LM streams, streams per optimiser step, so
-    tokens per step = global_batch x data.tgt_len) over all processes: accumulation = global_batch /
+    tokens per step = global_batch x data.tgt_len, the LM DataModule splitting them into accumulation chunks with
+    their own memory) over all processes: accumulation = global_batch /
     (data.batch_size x trainer.devices x trainer.num_nodes), so one sweep optimises the same on 1 or 64 devices.
     """
     explicit = int(cfg.trainer.get("accumulate_grad_batches") or 1)
@@ -103,6 +104,18 @@ def check_accumulation(cfg: DictConfig, steps: int) -> None:
         )
 
 
+def check_data_parallel(cfg: DictConfig) -> None:
+    """DataModules whose steps cannot be split over processes declare ``data_parallel = False`` and are refused
+    on more than one, rather than every rank silently training on the same batches."""
+    cls = data_class(cfg)
+    world = world_size(cfg.trainer.devices, cfg.trainer.num_nodes, str(cfg.trainer.accelerator))
+    if world > 1 and not getattr(cls, "data_parallel", True):
+        raise ConfigError(
+            f"data._target_={cfg.data._target_} runs on one process only (its training steps are not split by "
+            f"rank), but trainer.devices x trainer.num_nodes = {world}; set trainer.devices=1 trainer.num_nodes=1."
+        )
+
+
 def distributed_sampler(cfg: DictConfig) -> bool:
     """``trainer.use_distributed_sampler``; when unset (the default) it follows the DataModule: those that split
     their data by rank themselves (``shards_by_rank = True``: ordered LM streams) must not get Lightning's
@@ -118,6 +131,7 @@ def build_trainer(cfg: DictConfig, callbacks: list[pl.Callback], loggers: list[A
     check_strategy_device(cfg.trainer.get("strategy", "auto"), str(cfg.trainer.accelerator))
     accumulate = accumulate_grad_batches(cfg)
     check_accumulation(cfg, accumulate)
+    check_data_parallel(cfg)
     with open_dict(cfg.trainer):  # recorded: the run's config.yaml shows the values actually used
         cfg.trainer.accumulate_grad_batches = accumulate
         cfg.trainer.use_distributed_sampler = distributed_sampler(cfg)

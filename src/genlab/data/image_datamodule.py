@@ -48,18 +48,23 @@ def _batches(n: int, batch_size: int, seed: int, start: int = 0) -> Iterator[Ten
 
 class SSLStream(IterableDataset):
     """The training batches from position ``start`` on; each carries its ``position`` so the DataModule can
-    record what was really consumed (Lightning prefetches one batch ahead)."""
+    record what was really consumed (Lightning prefetches one batch ahead). With ``world_size`` processes the
+    batches are drawn ``world_size`` times larger and rank r keeps every world_size-th index from r (disjoint
+    shares; an iterable dataset gets no DistributedSampler from Lightning)."""
 
     def __init__(self, x_lab: Tensor, y_lab: Tensor, x_unl: Tensor, batch_lab: int, batch_unl: int,
-                 separate_g_stream: bool, seed: int, start: int = 0) -> None:
+                 separate_g_stream: bool, seed: int, start: int = 0, rank: int = 0, world_size: int = 1) -> None:
         self.x_lab, self.y_lab, self.x_unl = x_lab, y_lab, x_unl
         self.batch_lab, self.batch_unl, self.separate, self.seed = batch_lab, batch_unl, separate_g_stream, seed
-        self.start = start
+        self.start, self.rank, self.world = start, rank, world_size
+
+    def _share(self, n: int, batch: int, seed: int) -> Iterator[Tensor]:
+        return (i[self.rank :: self.world] for i in _batches(n, batch * self.world, seed, self.start))
 
     def __iter__(self) -> Iterator[dict[str, Tensor]]:
-        lab = _batches(len(self.x_lab), self.batch_lab, self.seed * 3 + 1, self.start)
-        unl = _batches(len(self.x_unl), self.batch_unl, self.seed * 3 + 2, self.start)
-        unl2 = _batches(len(self.x_unl), self.batch_unl, self.seed * 3 + 3, self.start)
+        lab = self._share(len(self.x_lab), self.batch_lab, self.seed * 3 + 1)
+        unl = self._share(len(self.x_unl), self.batch_unl, self.seed * 3 + 2)
+        unl2 = self._share(len(self.x_unl), self.batch_unl, self.seed * 3 + 3)
         position = self.start
         while True:
             i = next(lab)
@@ -136,7 +141,8 @@ class SSLImageDataModule(pl.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         stream = SSLStream(self.x_lab, self.y_lab, self.x_unl, self.hparams.labeled_batch_size,
                            self.hparams.batch_size, self.hparams.g_step_unlabeled == "separate", self.hparams.seed,
-                           start=self.next_position)
+                           start=self.next_position, rank=self.trainer.global_rank if self.trainer else 0,
+                           world_size=self.trainer.world_size if self.trainer else 1)
         return DataLoader(stream, batch_size=None)
 
     def on_before_batch_transfer(self, batch, dataloader_idx: int):

@@ -147,6 +147,8 @@ class PlanetoidDataModule(pl.LightningDataModule):
     ``g_batch_size``/``g_sample_size``; ``sampler=paper`` uses ``r1``/``r2``/``q``/``d``/``context_batch_size``
     and counts its mixed Algorithm-2 batches with ``iter_graph`` / ``warmup_graph_iters`` (T2)."""
 
+    data_parallel = False  # one stream of sampled steps (manual optimisation): the CLI refuses several processes
+
     def __init__(
         self,
         name: str = "cora",
