@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from genlab.data.checkpoint_tokenizer import checkpoint_identity, load_tokenizer, special_ids
+from genlab.data.checkpoint_tokenizer import load_tokenizer, special_ids, tokenizer_file
 from genlab.data.pretrain_corpus import PieceTokenizer, train_tokenizer
 from genlab.data.wordpiece_tokenizer import WordPieceTokenizer
 from genlab.errors import DataError
@@ -70,7 +70,7 @@ def test_settings_come_from_tokenizer_config(tmp_path, vocab_dir):
     cased = WordPieceTokenizer(tmp_path / "vocab.txt")
     assert not cased.lower and cased.encode_pieces("Hello") == ["Hello"]
     assert cased.identity != uncased.identity  # same vocab, different normalisation: a different tokenizer
-    assert checkpoint_identity(tmp_path) == cased.identity
+    assert load_tokenizer(tmp_path).identity == cased.identity
 
 
 def test_bad_vocab_and_missing_library(tmp_path, monkeypatch):
@@ -93,7 +93,7 @@ def test_load_tokenizer_dispatches_on_the_checkpoint_files(tmp_path, vocab_dir):
     train_tokenizer([text], xl / "spiece", vocab_size=120)
     sp = load_tokenizer(xl)
     assert isinstance(sp, PieceTokenizer) and special_ids(sp) == {}
-    assert sp.identity == load_tokenizer(xl / "spiece.model").identity == checkpoint_identity(xl / "config.json")
+    assert sp.identity == load_tokenizer(xl / "spiece.model").identity and tokenizer_file(xl) == xl / "spiece.model"
     (xl / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}))
     assert not sp.lower and load_tokenizer(xl).lower and load_tokenizer(xl / "spiece.model").lower  # config decides
 
@@ -104,7 +104,7 @@ def test_load_tokenizer_dispatches_on_the_checkpoint_files(tmp_path, vocab_dir):
     empty.mkdir()
     with pytest.raises(DataError, match="no tokenizer there"):
         load_tokenizer(empty)
-    assert checkpoint_identity(empty) is None
+    assert tokenizer_file(empty) is None
 
 
 def test_tokenizer_json_saved_by_transformers_gives_the_same_tokenizer(tmp_path, vocab_dir):

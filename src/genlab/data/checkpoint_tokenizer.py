@@ -86,11 +86,3 @@ def load_tokenizer(path: str | os.PathLike, lower: bool = False) -> FinetuneToke
         return WordPieceTokenizer(file)
     raise DataError(f"data.tokenizer={path}: {file.name} is not a SentencePiece .model, WordPiece vocab.txt or "
                     "tokenizer.json.")
-
-
-def checkpoint_identity(path: str | os.PathLike) -> str | None:
-    """Identity of the tokenizer shipped with a checkpoint folder (None when it ships none)."""
-    folder = Path(path).expanduser()
-    folder = folder if folder.is_dir() else folder.parent
-    file = tokenizer_file(folder)
-    return None if file is None else load_tokenizer(file).identity

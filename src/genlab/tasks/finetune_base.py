@@ -54,10 +54,19 @@ def load_pretrained(model: nn.Module, init_from: str) -> dict[str, Any]:
                               f"{type(model).__name__} give a genlab .ckpt.")
     _check_hf_architecture(model, path, interop.config_from_hf)
     interop.load_hf_state_dict(model, interop.read_state_dict(path), source=f"task.init_from={path}")
-    from genlab.data.checkpoint_tokenizer import checkpoint_identity
+    tokenizer = _shipped_tokenizer(path)
+    if tokenizer is None:
+        return {}
+    from genlab.data.checkpoint_tokenizer import load_tokenizer
 
-    identity = checkpoint_identity(path)
-    return {} if identity is None else {"tokenizer": identity, "tokenizer_source": str(path)}
+    return {"tokenizer": load_tokenizer(tokenizer).identity, "tokenizer_source": str(tokenizer)}
+
+
+def _shipped_tokenizer(path: Path) -> Path | None:
+    """The tokenizer file an HF checkpoint folder ships (spiece.model, vocab.txt, tokenizer.json), if any."""
+    from genlab.data.checkpoint_tokenizer import tokenizer_file
+
+    return tokenizer_file(path if path.is_dir() else path.parent)
 
 
 ARCH_KEYS = {"xlnet": ("vocab_size", "n_layer", "d_model", "n_head", "d_head", "d_inner", "ff_activation", "untie_r",
@@ -83,9 +92,10 @@ def _check_hf_architecture(model: nn.Module, path: Path, config_from_hf: Callabl
     else:
         ours, keys = (model.transformer if isinstance(model, XLNetLMHeadModel) else model).arch, ARCH_KEYS["xlnet"]
     if theirs["vocab_size"] != ours["vocab_size"]:
+        shipped = _shipped_tokenizer(path) or "<the checkpoint's spiece.model / vocab.txt>"
         raise CheckpointError(f"task.init_from={path} has a vocabulary of {theirs['vocab_size']} tokens but the data's "
                               f"tokenizer has {ours['vocab_size']}; finetune on the checkpoint's own tokenizer: "
-                              f"data.tokenizer={path if path.is_dir() else path.parent}.")
+                              f"data.tokenizer={shipped}.")
     diff = [f"model.{k}={theirs[k]!r} (config has {ours[k]!r})" for k in keys if theirs[k] != ours[k]]
     if diff:
         raise CheckpointError(f"task.init_from={path} was trained with a different architecture; set "
