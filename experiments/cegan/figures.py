@@ -64,6 +64,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent))
     args = ap.parse_args(argv)
     out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(1)
     modes = ["# Energy at the lightest minus the heaviest mode centre (biased 2-GMM: calibrated value log 9 = 2.20)",
              "", "| experiment | seed | E(light) - E(heavy) |", "|---|---|---|"]
