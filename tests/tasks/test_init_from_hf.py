@@ -61,7 +61,7 @@ def xlnet_dir(tmp_path_factory):
     text.write_text("\n".join(f"The {w} film number {i} is a {a} story, and it's {b}." for i in range(200)
                               for w, a, b in (("first", "good", "fun"), ("second", "bad", "dull"))), encoding="utf-8")
     train_tokenizer([text], folder / "spiece", vocab_size=150)
-    vocab = sum(1 for _ in open(folder / "spiece.vocab", encoding="utf-8"))
+    vocab = len((folder / "spiece.vocab").read_text(encoding="utf-8").splitlines())
     torch.manual_seed(0)
     cfg = transformers.XLNetConfig(vocab_size=vocab, d_model=64, n_layer=2, n_head=4, d_inner=128,
                                    ff_activation="gelu_new")
@@ -169,11 +169,11 @@ PUBLISHED = {
 def test_presets_fit_the_published_checkpoints(tmp_path, name, preset, overrides):
     """The README's commands: each preset, with the overrides it documents, passes the architecture check (HF's
     XLNet configs say erf "gelu", so the tanh-GELU preset default is refused until model.ff_activation=gelu)."""
+    from helpers import compose_config
     from hydra.utils import instantiate
 
     from genlab.interop import hf_bert, hf_xlnet
     from genlab.tasks.finetune_base import _check_hf_architecture
-    from helpers import compose_config
 
     folder = tmp_path / name
     folder.mkdir()

@@ -12,7 +12,11 @@ from __future__ import annotations
 import numpy as np
 
 from genlab.data import finetune_datamodule as base
-from genlab.data.checkpoint_tokenizer import FinetuneTokenizer, load_tokenizer, special_ids
+from genlab.data.checkpoint_tokenizer import (
+    FinetuneTokenizer,
+    load_tokenizer,
+    special_ids,
+)
 from genlab.data.glue import Example
 
 

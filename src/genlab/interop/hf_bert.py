@@ -37,8 +37,16 @@ HEAD_PREFIXES = ("classifier.", "qa_outputs.")
 OPTIONAL_PARTS = ("bert.pooler.", "cls.predictions.", "cls.seq_relationship.")
 TF_NAMES = {"LayerNorm.gamma": "LayerNorm.weight", "LayerNorm.beta": "LayerNorm.bias"}
 
-__all__ = ["BertImport", "config_from_hf", "config_to_hf", "load_hf_state_dict", "export_hf_state_dict",
-           "load_hf_checkpoint", "save_hf_checkpoint", "read_state_dict"]
+__all__ = [
+    "BertImport",
+    "config_from_hf",
+    "config_to_hf",
+    "export_hf_state_dict",
+    "load_hf_checkpoint",
+    "load_hf_state_dict",
+    "read_state_dict",
+    "save_hf_checkpoint",
+]
 
 
 @dataclass
