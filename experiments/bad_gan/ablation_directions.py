@@ -5,8 +5,7 @@
         [--ld <FM+LD run dir> --ld-baseline <same preset with task.ld_weight=0>] [--out experiments/bad_gan]
 
 * PT  -> lower mean pairwise cos^2 of generated features (train/g_pt, train-mode batch value): >= 0.02 below FM.
-* Ent -> conditional entropy of D on the test images (valid/ent) and on unlabelled batches (train/d_ent) at most
-         0.7x FM.
+* Ent -> conditional entropy of D on the test images (valid/ent) at most 0.7x FM.
 * LD  -> lower max density-model log p of generated samples (valid/gen_logp_max). The FM baseline must carry the
          same density model, i.e. the LD preset with task.ld_weight=0 (an FM-only preset logs no log p).
 Writes ``ablation_directions.md``; exits 1 when a measured direction contradicts the spec.
@@ -57,9 +56,10 @@ def main() -> int:
         rows.append(("PT: generated-feature cos² (train/g_pt)", pt, fm, "≤ FM − 0.02 (spec: 0.57 vs 0.65)",
                      pt <= fm - 0.02))
     if args.ent:
-        for key, spec in (("valid/ent", "0.14 vs 0.33"), ("train/d_ent", "0.15 vs 0.32")):
-            ent, fm = mean(args.ent, key), mean(args.fm, key)
-            rows.append((f"Ent: conditional entropy ({key})", ent, fm, f"≤ 0.7 × FM (spec: {spec})", ent <= 0.7 * fm))
+        # valid/ent only: the training loss logs train/d_ent as 0 when the Ent term is off, so FM has no train value
+        ent, fm = mean(args.ent, "valid/ent"), mean(args.fm, "valid/ent")
+        rows.append(("Ent: conditional entropy on the test images (valid/ent)", ent, fm,
+                     "≤ 0.7 × FM (spec: 0.14 vs 0.33)", ent <= 0.7 * fm))
     if args.ld:
         if not args.ld_baseline:
             sys.exit("error: --ld needs --ld-baseline (the LD preset with task.ld_weight=0, same density model)")
