@@ -1,0 +1,61 @@
+"""Every GLUE `_mini` preset (XLNet and BERT) trains on CPU and beats its majority-class baseline on dev (STS-B:
+the mean predictor, i.e. Pearson > 0), with the preset's own data, head, metric and optimiser recipe. The final
+weights are scored (no checkpoint selection on dev), so the margin is not picked by the dev set itself."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import pytorch_lightning as pl
+
+from genlab.cli.build import build_data, build_task
+
+warnings.filterwarnings("ignore", category=UserWarning)
+
+# 400-step presets (labels with a cue inside one segment, or SST-2) run in CI; the 800-step pair-relation presets
+# (word overlap across the two segments must be learnt from scratch) take twice as long and are marked slow.
+FAST = ("cola", "sst2", "mnli", "rte")
+SLOW = ("mrpc", "qqp", "stsb", "qnli", "wnli")
+CASES = [(t, a) for t in FAST for a in ("xlnet", "bert")] + [
+    pytest.param(t, a, marks=pytest.mark.slow) for t in SLOW for a in ("xlnet", "bert")]
+# dev metric -> margin over the baseline (seed-0 runs here; seeds 0-2 in experiments/xlnet_finetune/README.md)
+MARGIN = {"acc": 0.10, "mcc": 0.3, "pearson": 0.1}
+SLOW_MARGIN = 0.05  # xlnet_mrpc_mini measured 58 % after its 800 steps (README)
+SST2_MARGIN = 0.0  # 40 dev sentences, 140 human-labelled training sentences, from scratch: the hard case (README)
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("cache"))  # minis and tokenizers are shared by the xlnet/bert presets
+
+
+def train_preset(name: str, compose_cfg, cache: str) -> tuple[dict[str, float], pl.LightningDataModule]:
+    cfg = compose_cfg([f"experiment={name}", f"paths.cache_dir={cache}", "seed=0"])
+    pl.seed_everything(cfg.seed, workers=True, verbose=False)
+    dm = build_data(cfg.data)
+    task = build_task(cfg, dm)
+    tr = pl.Trainer(max_steps=cfg.trainer.max_steps, gradient_clip_val=cfg.trainer.gradient_clip_val,
+                    limit_val_batches=0, logger=False, enable_checkpointing=False, accelerator="cpu",
+                    enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0)
+    tr.fit(task, dm)
+    results = tr.test(task, dm, verbose=False)  # one dict per dev split (MNLI: matched, then mismatched)
+    return {k: v for r in results for k, v in r.items()}, dm
+
+
+@pytest.mark.parametrize(("task", "arch"), CASES)
+def test_glue_mini_trains_and_beats_majority_class(task, arch, compose_cfg, cache):
+    res, dm = train_preset(f"{arch}_{task}_mini", compose_cfg, cache)
+    if task == "stsb":
+        assert res["test/pearson"] > MARGIN["pearson"], res
+        return
+    if task == "cola":
+        assert res["test/mcc"] > MARGIN["mcc"], res  # majority class has MCC 0
+        return
+    for split in dm.dev_splits:  # MNLI: matched and mismatched
+        labels = dm.splits[split].labels
+        majority = max(float(np.mean(labels == c)) for c in range(dm.n_labels))
+        acc = res[f"test/{'mm/' if split == 'dev_mismatched' else ''}acc"]
+        margin = SST2_MARGIN if task == "sst2" else SLOW_MARGIN if task in SLOW else MARGIN["acc"]
+        assert acc > majority + margin, (split, acc, majority)
