@@ -302,3 +302,13 @@ def test_train_py_multirun_2x2x2_seeds_with_a_failed_trial_and_report(tmp_path):
     s = json.loads((tmp_path / "bad" / "multirun_summary.json").read_text())
     assert (s["n_finished"], s["n_failed"]) == (1, 1)
 
+
+
+def test_trial_dirs_are_unique_when_only_the_experiment_differs():
+    from genlab.cli.resolvers import trial_dirname
+
+    # `experiment` is excluded from override_dirname, so `-m experiment=a,b seed=1` gives both trials "seed=1".
+    assert trial_dirname("seed=1", 0) != trial_dirname("seed=1", 1)
+    assert trial_dirname("", 3) == "trial3"
+    long = trial_dirname("x" * 400, 12)
+    assert len(long.encode()) <= 180 and long.startswith("12_") and long != trial_dirname("x" * 399 + "y", 12)

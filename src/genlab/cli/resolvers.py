@@ -10,12 +10,15 @@ MAX_DIRNAME = 180  # file systems allow 255 bytes per path component; leave room
 
 
 def trial_dirname(override_dirname: str, job_num: int | str) -> str:
-    """A sweep trial's directory: named by its overrides, shortened with a hash when too long for the disk."""
-    name = override_dirname or f"trial{job_num}"
+    """A sweep trial's directory: its job number, then its overrides (shortened with a hash when too long).
+
+    The number keeps trials apart whatever the overrides say: `experiment` is not in ``override_dirname`` (it
+    names the sweep dir), so a sweep over presets would otherwise put every preset's trial in one folder."""
+    name = f"{job_num}_{override_dirname}" if override_dirname else f"trial{job_num}"
     if len(name.encode()) <= MAX_DIRNAME:
         return name
     digest = hashlib.sha1(name.encode()).hexdigest()[:10]
-    return f"{job_num}_{name.encode()[: MAX_DIRNAME - 22].decode(errors='ignore')}_{digest}"
+    return f"{name.encode()[: MAX_DIRNAME - 11].decode(errors='ignore')}_{digest}"
 
 
 def register() -> None:
