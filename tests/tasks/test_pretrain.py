@@ -63,15 +63,15 @@ def test_memory_carries_across_batches_with_zero_init():
     task = PermutationLMTask(_xlnet(mem_len=6), _opt(), reuse_len=4, mem_init="zeros")
     batch = _plm_batch()
     task._objective(batch, train=True)
-    mem = task._train_memory
+    mem = task._train_memory[0]  # one memory per accumulation chunk; the batch has no "chunk": chunk 0
     assert len(mem) == 2 and mem[0].shape == (2, 6, 32) and not mem[0].requires_grad
     # layer-0 memory = the last 6 of [zeros(6); embeddings of the first reuse_len=4 tokens]
     emb = task.model.transformer.word_embedding(batch["input_ids"][:, :4])
     torch.testing.assert_close(mem[0][:, 2:], emb.detach())
     assert (mem[0][:, :2] == 0).all()
     task._objective(batch, train=True)
-    torch.testing.assert_close(task._train_memory[0][:, -4:], emb.detach())
-    torch.testing.assert_close(task._train_memory[0][:, :2], emb.detach()[:, 2:])
+    torch.testing.assert_close(task._train_memory[0][0][:, -4:], emb.detach())
+    torch.testing.assert_close(task._train_memory[0][0][:, :2], emb.detach()[:, 2:])
 
 
 def test_c19_weight_decay_mask_names():
@@ -250,5 +250,6 @@ def test_resume_mid_pass_equals_an_uninterrupted_run(tmp_path):
     resumed = run(6, ckpt=str(ckpt))
     for (name, a), (_, b) in zip(full.named_parameters(), resumed.named_parameters()):
         torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
-    for a, b in zip(full._train_memory, resumed._train_memory):
+    assert len(full._train_memory) == len(resumed._train_memory) == 1
+    for a, b in zip(full._train_memory[0], resumed._train_memory[0], strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=0)

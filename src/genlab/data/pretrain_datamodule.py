@@ -1,7 +1,9 @@
 """LightningDataModule for XLNet (PLM), DAE + Transformer-XL and BERT (MLM) pretraining batches.
 
 Every batch is a whole step of ``batch_size`` streams per device (``DataLoader(batch_size=None)``), consumed in
-order so memory carries across consecutive batches (spec §3.2, pitfall 17). Items are addressed by (pass, step)
+order so memory carries across consecutive batches (spec §3.2, pitfall 17). When the trainer accumulates A
+micro-batches (``data.global_batch``), the streams are split into ``world * A`` chunks and a training batch is
+one chunk at one step (key ``chunk``), so the optimiser steps on the same examples for any processes x A split. Items are addressed by (pass, step)
 and every random choice is keyed on (seed, pass, step, row), so a resumed run rebuilds the same batches.
 
 Batch keys (all ``torch.long`` unless noted):
@@ -12,12 +14,13 @@ Batch keys (all ``torch.long`` unless noted):
   (-100 = not selected), nsp_label, pass, step.
 * ``mlm``: input_ids (corrupted, ``<cls> A <sep> B <sep>``), token_type_ids, attention_mask [B,T], labels [B,T],
   nsp_label, pass, step.
+* training batches also carry ``chunk`` (int, the accumulation chunk; 0 without accumulation).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import pytorch_lightning as pl
@@ -152,9 +155,39 @@ class PretrainBatches(Dataset):
         }
 
 
+class ChunkedPretrainBatches(Dataset):
+    """This rank's ``chunks`` accumulation chunks, interleaved step by step: item ``(pass, k * chunks + j)`` is
+    step ``k`` of chunk ``j`` (with a ``chunk`` key, so the task keeps one memory per chunk).
+
+    The forward rows are split into ``world * chunks`` groups and rank r's chunk j is group ``r * chunks + j``,
+    built exactly as rank ``r * chunks + j`` of ``world * chunks`` processes would build it (same rows, same
+    random draws): accumulating ``chunks`` micro-batches sees the same examples as ``chunks`` times more
+    processes, whatever the split of the global batch (Transformer-XL's ``batch_chunk``).
+    """
+
+    def __init__(self, make: Callable[[int, int], PretrainBatches], rank: int, world: int, chunks: int):
+        if chunks < 1:
+            raise DataError(f"the number of accumulated chunks must be >= 1, got {chunks}.")
+        self.chunks = [make(rank * chunks + j, world * chunks) for j in range(chunks)]
+        self.n_steps = self.chunks[0].n_steps
+
+    def __len__(self) -> int:
+        return self.n_steps * len(self.chunks)
+
+    def __getitem__(self, item: tuple[int, int]) -> dict[str, Any]:
+        pass_idx, i = item
+        step, chunk = divmod(i, len(self.chunks))
+        return {**self.chunks[chunk][(pass_idx, step)], "chunk": chunk}
+
+
 class PretrainDataModule(pl.LightningDataModule):
     """Pretraining batches for ``objective`` plm | dae | mlm on a plain-text corpus (``corpus=text`` with
-    ``path=``) or the offline ``pretrain_mini``. ``batch_size`` counts streams per device (even with bi_data)."""
+    ``path=``) or the offline ``pretrain_mini``. ``batch_size`` counts streams per device and micro-batch (even
+    with bi_data); with A accumulated micro-batches the global batch is ``batch_size * world_size * A`` streams.
+
+    Every objective is chunked the same way. PLM and DAE need it: their memory carries across steps of the same
+    streams, so each chunk keeps its own. MLM (BERT) has no cross-batch state and would train correctly on
+    consecutive steps too; chunking it anyway makes a global batch see the same examples on 1 or N processes."""
 
     shards_by_rank = True  # every rank reads its own streams: the trainer must not add a DistributedSampler
 
@@ -201,7 +234,8 @@ class PretrainDataModule(pl.LightningDataModule):
         self.corpus: PretrainCorpus | None = None
         self._sampler: PassSampler | None = None
         self._resume: tuple[int, int] | None = None
-        self._next: tuple[int, int] | None = None  # (pass, step) of the next training batch
+        self._next: tuple[int, int] | None = None  # (pass, item) of the next training batch, item = step*A + chunk
+        self._chunks = 1  # A of the items counted in _next / _resume
 
     def prepare_data(self) -> None:
         load_pretrain_corpus(**self.corpus_args)
@@ -220,10 +254,19 @@ class PretrainDataModule(pl.LightningDataModule):
         t = self.trainer
         return (t.global_rank, t.world_size) if t is not None else (0, 1)
 
-    def batches(self, split: str, batch_size: int | None = None) -> PretrainBatches:
+    @property
+    def accumulation(self) -> int:
+        """Micro-batches the trainer accumulates per optimiser step (``data.global_batch`` derives it)."""
+        t = self.trainer
+        return int(t.accumulate_grad_batches) if t is not None else 1
+
+    def batches(self, split: str, batch_size: int | None = None, rank: int | None = None,
+                world: int | None = None) -> PretrainBatches:
+        """Batches of ``split`` as process ``rank`` of ``world`` builds them (default: this process)."""
         if split not in self.corpus.splits:
             raise DataError(f"the corpus has no '{split}' split; set data.valid_glob= to your held-out shards.")
-        rank, world = self._rank_world()
+        if rank is None or world is None:
+            rank, world = self._rank_world()
         cfg = self.cfg if split == "train" else replace(self.cfg, targets_sampling="online")
         return PretrainBatches(self.corpus.splits[split], self.objective, batch_size or self.batch_size, cfg,
                                self.masking, self.corpus.tokenizer.is_word_start, self.corpus.tokenizer.vocab_size,
@@ -234,12 +277,17 @@ class PretrainDataModule(pl.LightningDataModule):
                           persistent_workers=self.num_workers > 0)
 
     def train_dataloader(self) -> DataLoader:
-        data = self.batches("train")
+        rank, world = self._rank_world()
+        chunks = self.accumulation
+        data = ChunkedPretrainBatches(lambda r, w: self.batches("train", rank=r, world=w), rank, world, chunks)
         self._sampler = PassSampler(len(data))
         if self._resume is not None:
-            p, step = self._resume
-            self._sampler.pass_idx, self._sampler.start = (p, step) if step < len(data) else (p + 1, 0)
+            p, item = self._resume
+            if chunks != self._chunks:  # resumed with another accumulation: restart the interrupted step
+                item = item // self._chunks * chunks
+            self._sampler.pass_idx, self._sampler.start = (p, item) if item < len(data) else (p + 1, 0)
             self._resume = None
+        self._chunks = chunks
         return self._loader(data, self._sampler)
 
     def val_dataloader(self) -> DataLoader | list:
@@ -254,12 +302,17 @@ class PretrainDataModule(pl.LightningDataModule):
     # -- resume at the same pass and step: counted when a training batch is really consumed (after prefetch) ---
     def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
         if self.trainer is not None and self.trainer.training and "pass" in batch:
-            self._next = (int(batch["pass"]), int(batch["step"]) + 1)
+            item = int(batch["step"]) * self._chunks + int(batch.get("chunk", 0))
+            self._next = (int(batch["pass"]), item + 1)
         return batch
 
     def state_dict(self) -> dict[str, Any]:
-        return {"pass": self._next[0], "step": self._next[1]} if self._next is not None else {}
+        if self._next is None:
+            return {}
+        return {"pass": self._next[0], "item": self._next[1], "chunks": self._chunks}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state:
-            self._resume = (int(state["pass"]), int(state["step"]))
+        if "item" in state:
+            self._resume, self._chunks = (int(state["pass"]), int(state["item"])), int(state["chunks"])
+        elif state:  # checkpoints from before accumulation chunks: one item per step
+            self._resume, self._chunks = (int(state["pass"]), int(state["step"])), 1

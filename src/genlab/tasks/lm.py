@@ -63,10 +63,15 @@ class LanguageModelTask(ParallelizeMixin, pl.LightningModule):
             self.model.ext_len = input_ids.size(1) - target.size(1)
         return self.model(input_ids, target=target, memory=memory)
 
-    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+    def _chunk_slot(self, batch: dict) -> int:
+        """The batch's accumulated chunk of streams (``batch["chunk"]``), with a memory slot (None at first)."""
         chunk = int(batch.get("chunk", 0))
         if len(self._train_memory) <= chunk:
             self._train_memory += [None] * (chunk + 1 - len(self._train_memory))
+        return chunk
+
+    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+        chunk = self._chunk_slot(batch)
         if batch["segment"] == 0:  # a new pass over the data: the streams restart, so does the memory
             self._train_memory[chunk] = None
         out = self(batch["input_ids"], batch["target"], self._train_memory[chunk])

@@ -1,14 +1,15 @@
 """Pretraining objectives of the XLNet paper and its baselines (spec §2.9, §4, §8).
 
 * :class:`PermutationLMTask` — XLNet permutation LM (two-stream, partial prediction), memory carried across
-  consecutive batches of the same streams, optional NSP head (ablation row 8).
+  consecutive batches of the same streams (one memory per accumulated chunk), optional NSP head (ablation row 8).
 * :class:`DAETask` — "DAE + Transformer-XL" (ablation row 2): BERT-style corruption on the XLNet backbone's
   content stream, same streams, memory and bidirectional pipeline, no query stream, no permutation.
 * :class:`MaskedLMTask` — BERT masked LM (+ NSP) on :class:`genlab.models.bert.BertForPretraining`.
 
 Optimisation: the optimiser factory receives parameter groups with the official weight-decay exclusions
 (LayerNorm and biases, but ``r_*_bias`` decayed) and optional layer-wise learning rates (see ``layerwise_lr``).
-Memory handling, per-split evaluation memory and checkpointed memory are those of the LM task.
+Memory handling, per-split evaluation memory, checkpointed memory (every chunk on every rank) and the gradients of
+an unfinished accumulation cycle saved mid-cycle are inherited from the LM task (``genlab.tasks.lm``).
 """
 
 from __future__ import annotations
@@ -89,18 +90,25 @@ class _PretrainTask(LanguageModelTask):
 
 class _MemoryMixin:
     """XLNet memory across consecutive batches: zeros of full mem_len at the start (``mem_init=zeros``, official)
-    or empty (``none``); never reset inside a pass (spec §3.2); evaluation splits use their own memory."""
+    or empty (``none``); never reset inside a pass (spec §3.2); evaluation splits use their own memory.
 
-    def _memory(self, train: bool, batch_size: int, device: torch.device):
-        memory = self._train_memory if train else self._eval_memory
+    Training keeps one memory per accumulated chunk of streams (``batch["chunk"]``, see PretrainDataModule), so
+    1 process accumulating A micro-batches carries the same memories as A processes (TXL ``batch_chunk``)."""
+
+    def _memory(self, batch: dict, train: bool):
+        ids = batch["input_ids"]
+        if train:
+            memory = self._train_memory[self._chunk_slot(batch)]
+        else:
+            memory = self._eval_memory
         backbone = getattr(self.model, "transformer", self.model)
         if memory is None and self.mem_init == "zeros" and getattr(backbone, "mem_len", 0) > 0:
-            memory = backbone.init_memory(batch_size, device)
+            memory = backbone.init_memory(ids.shape[0], ids.device)
         return memory
 
-    def _keep(self, train: bool, memory) -> None:
+    def _keep(self, batch: dict, train: bool, memory) -> None:
         if train:
-            self._train_memory = detach(memory)
+            self._train_memory[self._chunk_slot(batch)] = detach(memory)
         else:
             self._eval_memory = detach(memory)
 
@@ -136,10 +144,10 @@ class PermutationLMTask(_MemoryMixin, _PretrainTask):
 
     def _objective(self, batch: dict, train: bool) -> tuple[torch.Tensor, float]:
         ids = batch["input_ids"]
-        memory = self._memory(train, ids.shape[0], ids.device)
+        memory = self._memory(batch, train)
         out = self.model(ids, batch["token_type_ids"], None, batch["perm_mask"], batch["target_mapping"], memory,
                          self.reuse_len)
-        self._keep(train, out.memory)
+        self._keep(batch, train, out.memory)
         mask = batch["target_mask"]
         ce = F.cross_entropy(out.logits.flatten(0, 1).float(), batch["target"].flatten(), reduction="none")
         n = mask.sum()
@@ -175,10 +183,10 @@ class DAETask(_MemoryMixin, _PretrainTask):
 
     def _objective(self, batch: dict, train: bool) -> tuple[torch.Tensor, float]:
         ids = batch["input_ids"]
-        memory = self._memory(train, ids.shape[0], ids.device)
+        memory = self._memory(batch, train)
         out = self.model.transformer(ids, batch["token_type_ids"], None, batch["perm_mask"], None, memory,
                                      self.reuse_len)
-        self._keep(train, out.memory)
+        self._keep(batch, train, out.memory)
         sel = batch["labels"] != -100
         logits = self.model.lm_loss(out.output[sel])  # only the selected positions go through the softmax
         return F.cross_entropy(logits.float(), batch["labels"][sel]), float(sel.sum())
