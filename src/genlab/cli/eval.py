@@ -20,6 +20,8 @@ from genlab.cli.validate import validate_config
 from genlab.errors import CheckpointError, ConfigError
 
 # Evaluation overrides that belong to the data (segment length, streams); all others set model attributes.
+# Where the data lives: a new `data=` of the run's own kind keeps the run's values unless set on the command line.
+DATA_LOCATION_KEYS = ("source", "path", "tokenizer", "cache_dir")
 DATA_KEYS = {"tgt_len": "eval_tgt_len", "batch_size": "eval_batch_size", "ext_len": "eval_ext_len"}
 EVAL_SCALARS: dict[str, Any] = {"name": str, "seed": int, "ckpt_path": str, "splits": list, "eval": dict,
                                 "mode": str, "dynamic": dict}
@@ -45,7 +47,7 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     record = load_run_config(cfg.ckpt_path)
     run = OmegaConf.create(record["config"])
     if cfg.get("data") is not None:
-        run.data = cfg.data
+        run.data = _new_data(run.data, cfg.data)
     overrides = {k: v for k, v in (cfg.get("eval") or {}).items() if v is not None}
     model_overrides = dict(run.task.get("test_overrides") or {})
     for key, value in overrides.items():
@@ -74,6 +76,25 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     for key, value in sorted(results.items()):
         print(f"{key:>16s} = {value:.4f}")
     return results
+
+
+def _new_data(trained: DictConfig, new: DictConfig) -> DictConfig:
+    """`data=<config>` for evaluation; of the same `_target_` as the run's, it keeps the run's data location
+    (path, tokenizer, ...) so e.g. `data=squad2_eval11` needs no `data.path=` repeated."""
+    if new.get("_target_") != trained.get("_target_"):
+        return new
+    explicit = {o.split("=", 1)[0].lstrip("+~") for o in _command_line_overrides()}
+    new = new.copy()
+    for key in DATA_LOCATION_KEYS:
+        if key in trained and key in new and f"data.{key}" not in explicit:
+            new[key] = trained[key]
+    return new
+
+
+def _command_line_overrides() -> list[str]:
+    from hydra.core.hydra_config import HydraConfig
+
+    return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
 
 
 def standard_evaluation(cfg: DictConfig, task, datamodule) -> dict[str, float]:
