@@ -4,10 +4,11 @@ Layout on disk: ``<root>/{train,dev,test}/{middle,high}/*.txt``, each a JSON obj
 ``questions`` [n], ``options`` [n][4], ``answers`` [n] (letters A-D) and ``id``.
 
 Each question gives 4 sequences ``[article] <sep> [qa_i] <sep> <cls>`` (XLNet, left padding; ``bert`` layout:
-``<cls> article <sep> qa_i <sep>``), where ``qa_i`` is the question with ``_`` replaced by option i when it has a
-blank, else ``question + " " + option``; ``qa_i`` keeps its **last** ``max_qa_length`` pieces and the article is cut
-from the end to fit. Each option gets a fresh copy of the article pieces (the released code's cross-option
-contamination, issue #204, is not reproduced).
+``<cls> article <sep> qa_i <sep>``, with a WordPiece checkpoint's own ``[CLS]``/``[SEP]``/``[PAD]`` ids), where
+``qa_i`` is the question with ``_`` replaced by option i when it has a blank, else ``question + " " + option``;
+``qa_i`` keeps its **last** ``max_qa_length`` pieces and the article is cut from the end to fit. Each option gets
+a fresh copy of the article pieces (the released code's cross-option contamination, issue #204, is not
+reproduced).
 
 Batches: ``input_ids``/``token_type_ids``/``attention_mask`` [B, 4, T], ``labels`` [B], ``level`` [B] (0 middle,
 1 high).
@@ -25,7 +26,8 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from genlab.data.finetune_datamodule import encode_pair
+from genlab.data.checkpoint_datamodule import encode_pair
+from genlab.data.checkpoint_tokenizer import load_tokenizer, special_ids
 from genlab.data.pretrain_corpus import PieceTokenizer, train_tokenizer
 from genlab.data.sources import DEFAULT_CACHE, DatasetSpec, locate
 from genlab.errors import DataError
@@ -84,12 +86,16 @@ def qa_text(question: str, option: str) -> str:
 
 def encode_question(q: RaceQuestion, tok, max_seq_len: int, max_qa_length: int, layout: str
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    specials = special_ids(tok)  # a WordPiece vocabulary's [CLS]/[SEP]/[PAD]; none for SentencePiece
+    if specials and layout != "bert":
+        raise DataError(f"data.layout={layout!r} with a WordPiece (BERT) tokenizer: a BERT checkpoint reads "
+                        "[CLS] article [SEP] question+option [SEP]; set data.layout=bert.")
     article = tok.encode(q.article)
     rows = []
     for opt in q.options:
         qa = tok.encode(qa_text(q.question, opt))[-max_qa_length:]
         art = list(article[: max(0, max_seq_len - 3 - len(qa))])  # fresh copy per option
-        rows.append(encode_pair(art, qa, max_seq_len, layout))
+        rows.append(encode_pair(art, qa, max_seq_len, layout, **specials))
     return tuple(np.stack([r[k] for r in rows]) for k in range(3))
 
 
@@ -146,7 +152,8 @@ class RaceDataModule(pl.LightningDataModule):
         root = locate(self._spec(), self.source, self.path, self.cache_dir)
         splits = {s: read_race(root, s) for s in ("train", "dev", "test")}
         if self.tokenizer_file is not None:
-            self.tokenizer = PieceTokenizer(self.tokenizer_file, self.lower)
+            # the checkpoint's: SentencePiece .model, BERT vocab.txt / tokenizer.json, or its folder
+            self.tokenizer = load_tokenizer(self.tokenizer_file, self.lower)
         else:
             cache = Path(self.cache_dir).expanduser() if self.cache_dir else DEFAULT_CACHE
             model = cache / "finetune" / f"spm_race_{stable_hash(str(root.resolve()), self.vocab_size)}.model"

@@ -7,9 +7,14 @@ token types); ``p_mask`` 1 for question, both ``<sep>`` and padding; ``cls_index
 Training labels: the answer's piece span when it lies fully inside the window, else start = end = ``cls_index``
 and ``is_impossible`` = 1.
 
-Character alignment (genlab.data.squad_align): the whole paragraph is encoded once and its pieces are aligned
-to the raw characters by the official longest-common-subsequence match, so normalisation differences (repeated
-spaces, ``````/``''``, accents, NFKC forms, unknown pieces) still give every piece its exact raw span.
+With a WordPiece tokenizer (a BERT checkpoint's ``vocab.txt``, ``data.layout=bert``) the features use BERT's own
+layout and special ids: ``[CLS] [Q pieces] [SEP] [P pieces] [SEP] [PAD]``, segments Q=0, P=1, ``cls_index`` = 0,
+``p_mask`` 0 only on ``[CLS]`` and the paragraph; every paragraph piece of a window may start or end an answer.
+
+Character alignment (genlab.data.squad_align): the whole paragraph is encoded once. SentencePiece pieces are
+aligned to the raw characters by the official longest-common-subsequence match, so normalisation differences
+(repeated spaces, ``````/``''``, accents, NFKC forms, unknown pieces) still give every piece its exact raw span;
+WordPiece pieces take their spans from the ``tokenizers`` offset mapping, which is exact by construction.
 
 An answer whose text does not equal ``context[answer_start : answer_start + len(text)]`` (or that has no usable
 offset, or an answerable question with no answer) is a warning: it is counted (``SquadDataModule.bad_answers``)
@@ -29,9 +34,11 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from genlab.data.checkpoint_tokenizer import load_tokenizer, special_ids
 from genlab.data.pretrain_corpus import PieceTokenizer, train_tokenizer
 from genlab.data.sources import DEFAULT_CACHE, DatasetSpec, locate
-from genlab.data.squad_align import UNK_CHAR, Paragraph, align_pieces, char_to_piece_span
+from genlab.data.squad_align import UNK_CHAR, Paragraph, align_pieces, char_to_piece_span, offsets_paragraph
+from genlab.data.wordpiece_tokenizer import WordPieceTokenizer
 from genlab.errors import DataError
 from genlab.utils import atomic_write, stable_hash
 
@@ -74,7 +81,10 @@ def read_squad(path: Path) -> tuple[list[dict], list[SquadExample]]:
 
 # ------------------------------------------------------------------------------------------------ alignment
 def tokenize_paragraph(context: str, tok) -> Paragraph:
-    """Pieces of the whole paragraph with their raw character spans (LCS alignment)."""
+    """Pieces of the whole paragraph with their raw character spans (WordPiece: the library's offsets;
+    SentencePiece: LCS alignment)."""
+    if isinstance(tok, WordPieceTokenizer):
+        return offsets_paragraph(context, tok)
     ids = tok.encode(context)
     pieces = [UNK_CHAR if i == UNK_ID else tok.pieces[i] for i in ids]
     starts, ends = align_pieces(context, pieces, lower=getattr(tok, "lower", False))
@@ -144,6 +154,13 @@ def build_features(examples: list[SquadExample], tok, max_seq_len: int = 512, do
                    max_query_length: int = 64, training: bool = False, layout: str = "xlnet"
                    ) -> tuple[SquadFeatures, int]:
     """Windows of every example; returns (features, number of answers whose text mismatched its offset)."""
+    specials = special_ids(tok)
+    if specials and layout != "bert":
+        raise DataError(f"data.layout={layout!r} with a WordPiece (BERT) tokenizer: a BERT checkpoint reads "
+                        "[CLS] question [SEP] paragraph [SEP]; set data.layout=bert.")
+    cls_id, sep_id, pad_id = (specials.get(k, d) for k, d in (("cls_id", CLS_ID), ("sep_id", SEP_ID),
+                                                                ("pad_id", PAD_ID)))
+    question_first = bool(specials)  # the real BERT layout; SentencePiece keeps the paragraph-first one
     seg_q, seg_cls, seg_pad = (1, 2, 3) if layout == "xlnet" else (1, 1, 0)
     cols: dict[str, list] = {k: [] for k in ("ids", "seg", "mask", "p", "cls", "s", "e", "imp", "ex")}
     windows, paragraphs, bad = [], [], 0
@@ -169,16 +186,22 @@ def build_features(examples: list[SquadExample], tok, max_seq_len: int = 512, do
         spans = doc_windows(len(para.ids), max_tokens, doc_stride)
         best = best_windows(spans, len(para.ids))
         for w, (s, n) in enumerate(spans):
-            ids = para.ids[s:s + n] + [SEP_ID] + q + [SEP_ID] + [CLS_ID]
-            seg = [0] * (n + 1) + [seg_q] * (len(q) + 1) + [seg_cls]
-            p = [0] * n + [1] * (len(q) + 2) + [0]
-            cls = len(ids) - 1
+            if question_first:  # [CLS] Q [SEP] P [SEP]: BERT's run_squad, every paragraph piece usable
+                ids = [cls_id] + q + [sep_id] + para.ids[s:s + n] + [sep_id]
+                seg = [0] * (len(q) + 2) + [1] * (n + 1)
+                p = [0] + [1] * (len(q) + 1) + [0] * n + [1]
+                cls, ctx, usable = 0, len(q) + 2, n
+            else:  # P <sep> Q <sep> <cls>: XLNet's, whose post-processing never uses the last paragraph piece
+                ids = para.ids[s:s + n] + [sep_id] + q + [sep_id] + [cls_id]
+                seg = [0] * (n + 1) + [seg_q] * (len(q) + 1) + [seg_cls]
+                p = [0] * n + [1] * (len(q) + 2) + [0]
+                cls, ctx, usable = len(ids) - 1, 0, n - 1
             pad = max_seq_len - len(ids)
             if span is not None and s <= span[0] and span[1] < s + n:
-                st, en, imp = span[0] - s, span[1] - s, 0
+                st, en, imp = span[0] - s + ctx, span[1] - s + ctx, 0
             else:
                 st, en, imp = cls, cls, 1
-            cols["ids"].append(ids + [PAD_ID] * pad)
+            cols["ids"].append(ids + [pad_id] * pad)
             cols["seg"].append(seg + [seg_pad] * pad)
             cols["mask"].append([1] * len(ids) + [0] * pad)
             cols["p"].append(p + [1] * pad)
@@ -187,7 +210,7 @@ def build_features(examples: list[SquadExample], tok, max_seq_len: int = 512, do
             cols["e"].append(en)
             cols["imp"].append(imp)
             cols["ex"].append(ei)
-            windows.append({"offset": s, "length": n,
+            windows.append({"offset": s, "length": n, "ctx_start": ctx, "usable": usable,
                             "max_context": best[s:s + n] == w})
 
     def arr(key: str, dtype=np.int64) -> np.ndarray:
@@ -216,14 +239,15 @@ def postprocess(examples: list[SquadExample], feats: SquadFeatures, results: dic
         cands, null_score = [], None
         for f in by_example.get(ei, []):
             win = feats.windows[f]
+            c0, usable = win.get("ctx_start", 0), win.get("usable", win["length"] - 1)
             c = float(results["cls_logits"][f])
             null_score = c if null_score is None else min(null_score, c)
             for i in range(start_n_top):
-                s = int(results["start_top_index"][f, i])
+                s = int(results["start_top_index"][f, i]) - c0  # sequence position -> window piece
                 for j in range(end_n_top):
-                    e = int(results["end_top_index"][f, i * end_n_top + j])
-                    # official: the last paragraph piece of a window is never used (>= paragraph_len - 1)
-                    if s >= win["length"] - 1 or e >= win["length"] - 1 or e < s:
+                    e = int(results["end_top_index"][f, i * end_n_top + j]) - c0
+                    # only paragraph pieces; XLNet's official code also drops the window's last one (usable)
+                    if s < 0 or s >= usable or e >= usable or e < s:
                         continue
                     if not win["max_context"][s] or e - s + 1 > max_answer_length:
                         continue
@@ -336,8 +360,8 @@ class SquadDataModule(pl.LightningDataModule):
         _, train = read_squad(root / f"train-v{self.version}.json")
         self._train_examples = train
         self.dev_data, self.dev_examples = read_squad(dev_root / f"dev-v{self.dev_version}.json")
-        if self.tokenizer_file is not None:
-            self.tokenizer = PieceTokenizer(self.tokenizer_file, self.lower)
+        if self.tokenizer_file is not None:  # the checkpoint's: SentencePiece .model, BERT vocab.txt or folder
+            self.tokenizer = load_tokenizer(self.tokenizer_file, self.lower)
         else:
             cache = Path(self.cache_dir).expanduser() if self.cache_dir else DEFAULT_CACHE
             model = cache / "finetune" / f"spm_squad_{stable_hash(str(root.resolve()), self.vocab_size)}.model"
