@@ -103,3 +103,54 @@ def test_missing_option_list_null_option_or_missing_key_name_the_file(tmp_path):
     write(tmp_path, "dev", "middle", "3.txt", obj)
     with pytest.raises(DataError, match=r"3.txt: not a RACE JSON file"):
         read_race(tmp_path, "dev")
+
+
+def _wordpiece_folder(path):
+    """A BERT-style vocab.txt whose [CLS]/[SEP]/[PAD] ids differ from XLNet's fixed ones."""
+    pytest.importorskip("tokenizers", reason="WordPiece tokenisation needs the tokenizers package")
+    letters = [chr(c) for c in range(ord("a"), ord("z") + 1)]
+    tokens = ["tom", "went", "to", "the", "park", "zoo", "[UNK]", "[SEP]", "[PAD]", "[CLS]", "[MASK]", ".", "?", "_",
+              "where", "did", "go", "school", "shop", *letters, *("##" + c for c in letters)]
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "vocab.txt").write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    (path / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}))
+    return path
+
+
+def test_bert_layout_with_a_wordpiece_checkpoint_tokenizer(tmp_path):
+    from genlab.data.checkpoint_tokenizer import load_tokenizer
+
+    tok = load_tokenizer(_wordpiece_folder(tmp_path / "bert"))
+    q = read_race_obj(tmp_path)[1]  # "Tom went to the _ ." with options park/zoo/school/shop
+    ids, seg, mask = encode_question(q, tok, max_seq_len=24, max_qa_length=8, layout="bert")
+    art = tok.encode(q.article)
+    for i, opt in enumerate(q.options):
+        qa = tok.encode(qa_text(q.question, opt))
+        row = [tok.cls_id, *art, tok.sep_id, *qa, tok.sep_id]
+        assert list(ids[i, :len(row)]) == row and np.all(ids[i, len(row):] == tok.pad_id)
+        assert np.all(seg[i, :len(art) + 2] == 0) and np.all(seg[i, len(art) + 2:len(row)] == 1)
+        assert mask[i].sum() == len(row) and np.all(seg[i, len(row):] == 0)
+    assert tok.cls_id not in (CLS_ID,) and ids[0, 0] == tok.cls_id  # the vocabulary's id, not XLNet's
+    with pytest.raises(DataError, match="data.layout=bert"):
+        encode_question(q, tok, max_seq_len=24, max_qa_length=8, layout="xlnet")
+
+
+def read_race_obj(tmp_path):
+    root = tmp_path / "race"
+    write(root, "dev", "middle", "1.txt", race_obj())
+    (root / "dev" / "high").mkdir(parents=True)
+    return read_race(root, "dev")
+
+
+def test_race_datamodule_reads_a_checkpoint_folder_tokenizer(tmp_path):
+    from genlab.data.race import RaceDataModule
+    from genlab.data.wordpiece_tokenizer import WordPieceTokenizer
+
+    folder = _wordpiece_folder(tmp_path / "bert")
+    dm = RaceDataModule(source="mini", cache_dir=str(tmp_path / "cache"), tokenizer=str(folder), layout="bert",
+                        max_seq_len=32, max_qa_length=12)
+    dm.setup("fit")
+    assert isinstance(dm.tokenizer, WordPieceTokenizer) and dm.model_overrides() == {"vocab_size": dm.tokenizer.vocab_size}
+    batch = next(iter(dm.train_dataloader()))
+    assert batch["input_ids"].shape[1:] == (4, 32) and bool((batch["input_ids"][:, :, 0] == dm.tokenizer.cls_id).all())
+    assert int(batch["input_ids"].max()) < dm.tokenizer.vocab_size
