@@ -13,7 +13,13 @@ import numpy as np
 import pytest
 
 from genlab.data.finetune_minis import squad_cloze_data
-from genlab.data.squad import SquadDataModule, SquadExample, build_features, postprocess, tokenize_paragraph
+from genlab.data.squad import (
+    SquadDataModule,
+    SquadExample,
+    build_features,
+    postprocess,
+    tokenize_paragraph,
+)
 from genlab.data.squad_align import char_to_piece_span
 from genlab.data.wordpiece_tokenizer import WordPieceTokenizer
 from genlab.errors import DataError
@@ -62,8 +68,9 @@ def test_wordpiece_spans_are_exact_raw_character_spans(tok):
 
 
 @pytest.mark.parametrize("answer", ["Café\u00a0de   Flore", "PARIS", "(France)", "\u201cnaïve\u201d", "😀",
-                                    "visitors'", "Ångström-rivers", "42%", "ﬁrst", "ÉCOLE", "students"])
+                                    "visitors'", "Ångström-rivers", "river", "42%", "ﬁrst", "ÉCOLE", "students"])
 def test_hard_answers_round_trip_exactly(tok, answer):
+    """Also an answer inside a word ("river" of "rivers" -> the piece "river", not "##s")."""
     para = tokenize_paragraph(HARD, tok)
     start = HARD.index(answer)
     first, last = char_to_piece_span(para, start, start + len(answer))

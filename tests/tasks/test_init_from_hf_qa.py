@@ -24,8 +24,8 @@ tokenizers = pytest.importorskip("tokenizers", reason="WordPiece tokenisation ne
 ROOT = Path(__file__).resolve().parents[2]
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 CHARS = [chr(c) for c in range(ord("a"), ord("z") + 1)] + [str(d) for d in range(10)] + list(".,;:!?'\"()-%$&/")
-BERT_SIZES = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                  max_position_embeddings=64)
+BERT_SIZES = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64,
+              "max_position_embeddings": 64}
 MODEL = ["model.n_layer=2", "model.d_model=32", "model.n_head=2", "model.d_inner=64", "data.max_seq_len=64"]
 SHORT = ["trainer.max_steps=3", "trainer.enable_progress_bar=false", "logger=csv", "data.batch_size=8"]
 
@@ -58,7 +58,7 @@ def bert_dir(tmp_path_factory):
 def run_train(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "GENLAB_OFFLINE": "1", "WANDB_MODE": "disabled", "GENLAB_LOGS": str(tmp_path / "outputs"),
            "GENLAB_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, str(ROOT / "train.py"), *args], cwd=tmp_path, env=env,
+    return subprocess.run([sys.executable, str(ROOT / "train.py"), *args], check=False, cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=600)
 
 
@@ -98,3 +98,19 @@ def test_bert_folder_finetunes_race_and_a_different_vocab_is_refused(tmp_path, b
                     "data.max_qa_length=24", *SHORT, tmp_path=tmp_path)
     assert bad.returncode == 2, bad.stderr[-3000:]
     assert "pretrained with tokenizer" in bad.stderr and f"data.tokenizer={bert_dir}" in bad.stderr
+
+
+@pytest.mark.parametrize("experiment", ["bert_squad1", "bert_squad2", "bert_race"])
+def test_full_presets_take_the_tokenizer_of_the_published_folder(experiment, monkeypatch):
+    """``experiment=bert_squad2 model=bert_base task.init_from=/models/bert-base-uncased`` needs no data.tokenizer."""
+    from hydra import compose, initialize_config_dir
+
+    monkeypatch.delenv("GENLAB_BERT_SPIECE", raising=False)
+    with initialize_config_dir(str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("train", overrides=[f"experiment={experiment}", "model=bert_base",
+                                          "task.init_from=/models/bert-base-uncased"])
+        assert cfg.data.tokenizer == "/models/bert-base-uncased" and cfg.data.layout == "bert"
+        assert (cfg.model.n_layer, cfg.model.d_model, cfg.model.max_position) == (12, 768, 512)
+        monkeypatch.setenv("GENLAB_BERT_SPIECE", "/models/other/vocab.txt")  # an explicit choice still wins
+        cfg = compose("train", overrides=[f"experiment={experiment}", "task.init_from=/models/bert-base-uncased"])
+        assert cfg.data.tokenizer == "/models/other/vocab.txt"

@@ -37,7 +37,13 @@ from torch.utils.data import DataLoader, Dataset
 from genlab.data.checkpoint_tokenizer import load_tokenizer, special_ids
 from genlab.data.pretrain_corpus import PieceTokenizer, train_tokenizer
 from genlab.data.sources import DEFAULT_CACHE, DatasetSpec, locate
-from genlab.data.squad_align import UNK_CHAR, Paragraph, align_pieces, char_to_piece_span, offsets_paragraph
+from genlab.data.squad_align import (
+    UNK_CHAR,
+    Paragraph,
+    align_pieces,
+    char_to_piece_span,
+    offsets_paragraph,
+)
 from genlab.data.wordpiece_tokenizer import WordPieceTokenizer
 from genlab.errors import DataError
 from genlab.utils import atomic_write, stable_hash
