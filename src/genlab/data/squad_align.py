@@ -166,7 +166,6 @@ def offsets_paragraph(context: str, tok) -> Paragraph:
     spans taken from the library's offset mapping. The library tracks every normalisation step (lower-casing,
     accent stripping, control characters dropped, punctuation split) back to the input characters, so the spans
     are exact without an LCS; an ``[UNK]`` piece spans the whole word it replaced."""
-    # WordPieceTokenizer exposes ids only; its ``tokenizers`` object gives the offsets of the same encoding
-    enc = tok._tok.encode(context, add_special_tokens=False)
-    offsets = np.array(enc.offsets, dtype=np.int64).reshape(-1, 2)
-    return Paragraph(list(enc.ids), offsets[:, 0].copy(), offsets[:, 1].copy())
+    ids, spans = tok.encode_with_offsets(context)
+    offsets = np.array(spans, dtype=np.int64).reshape(-1, 2)
+    return Paragraph(list(ids), offsets[:, 0].copy(), offsets[:, 1].copy())

@@ -115,6 +115,12 @@ class WordPieceTokenizer:
     def encode(self, text: str) -> list[int]:
         return self._tok.encode(text, add_special_tokens=False).ids
 
+    def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        """Ids and each piece's [start, end) character span in ``text`` (the library maps every normalisation
+        step back to the input)."""
+        enc = self._tok.encode(text, add_special_tokens=False)
+        return enc.ids, enc.offsets
+
     def encode_pieces(self, text: str) -> list[str]:
         return self._tok.encode(text, add_special_tokens=False).tokens
 
