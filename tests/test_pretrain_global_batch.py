@@ -19,11 +19,10 @@ from pathlib import Path
 import pytest
 import pytorch_lightning as pl
 import torch
+from launch_ranks import run_ranks
 from omegaconf import OmegaConf
 
 from genlab.cli import build
-
-from launch_ranks import run_ranks
 
 MICRO, STEPS = 2, 3  # streams per micro-batch (1 forward + 1 backward with bi_data), optimiser steps
 TINY_PLM = ["experiment=xlnet_base_mini", "model.n_layer=1", "model.d_model=32", "model.n_head=2", "model.d_head=16",
@@ -156,14 +155,17 @@ def test_plm_resume_mid_accumulation_cycle_is_bit_exact(compose_cfg, tmp_path, c
 # ------------------------------------------------------------------------------------------------- the chunks
 @pytest.mark.parametrize("objective", ["plm", "dae", "mlm"])
 def test_chunk_j_of_rank_r_is_rank_r_times_a_plus_j_of_world_times_a(objective, cache):
-    from genlab.data.pretrain_datamodule import ChunkedPretrainBatches, PretrainDataModule
+    from genlab.data.pretrain_datamodule import (
+        ChunkedPretrainBatches,
+        PretrainDataModule,
+    )
 
     dm = PretrainDataModule(objective=objective, corpus="pretrain_mini", cache_dir=str(cache), vocab_size=4000,
                             batch_size=2, seq_len=64, reuse_len=32, perm_size=32, num_predict=10,
-                            bi_data=objective != "mlm", masking=dict(max_predictions=10))
+                            bi_data=objective != "mlm", masking={"max_predictions": 10})
     dm.prepare_data()
     dm.setup("fit")
-    make = lambda r, w: dm.batches("train", rank=r, world=w)  # noqa: E731
+    make = lambda r, w: dm.batches("train", rank=r, world=w)
     chunked = ChunkedPretrainBatches(make, rank=1, world=2, chunks=2)  # rank 1 of 2, accumulating 2
     assert len(chunked) == 2 * make(3, 4).n_steps
     for step in (0, 1):
@@ -175,6 +177,25 @@ def test_chunk_j_of_rank_r_is_rank_r_times_a_plus_j_of_world_times_a(objective, 
     other = make(0, 4)[(1, 0)]  # another rank's chunk: other streams
     assert not torch.equal(other["input_ids"], chunked[(1, 0)]["input_ids"])
 
+
+
+@pytest.mark.parametrize(("state", "accumulate", "first"), [
+    ({"pass": 1, "step": 3}, 2, (1, 6)),  # a checkpoint from before chunks: step 3 = item 3 * 2
+    ({"pass": 1, "item": 5, "chunks": 2}, 2, (1, 5)),  # same accumulation: the next chunk of the same step
+    ({"pass": 1, "item": 5, "chunks": 2}, 1, (1, 2)),  # another accumulation: the interrupted step restarts
+])
+def test_resume_position_follows_the_accumulation(state, accumulate, first, cache):
+    from types import SimpleNamespace
+
+    from genlab.data.pretrain_datamodule import PretrainDataModule
+
+    dm = PretrainDataModule(objective="plm", corpus="pretrain_mini", cache_dir=str(cache), vocab_size=4000,
+                            batch_size=2, seq_len=64, reuse_len=32, perm_size=32, num_predict=10)
+    dm.setup("fit")
+    dm.trainer = SimpleNamespace(accumulate_grad_batches=accumulate, global_rank=0, world_size=1)
+    dm.load_state_dict(state)
+    assert next(iter(dm.train_dataloader().sampler)) == first
+    assert dm.state_dict() == {}  # nothing consumed yet in this run
 
 if __name__ == "__main__" and sys.argv[1] == "worker":
     worker(Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]))

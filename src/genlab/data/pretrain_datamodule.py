@@ -19,20 +19,44 @@ Batch keys (all ``torch.long`` unless noted):
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import replace
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from genlab.data.mlm_examples import MaskingConfig, bert_steps_per_pass, build_bert_example, choose_positions, corrupt
-from genlab.data.mlm_examples import mlm_labels, special_mask
-from genlab.data.permutation import local_perm, prediction_slots, sample_ranks, two_half_perm_mask
-from genlab.data.pretrain_corpus import PretrainCorpus, TokenStream, load_pretrain_corpus
-from genlab.data.xlnet_examples import SpanConfig, XLNetDataConfig, build_segments, example_rng
-from genlab.data.xlnet_examples import sample_example_targets, steps_per_pass, stream_rows
+from genlab.data.mlm_examples import (
+    MaskingConfig,
+    bert_steps_per_pass,
+    build_bert_example,
+    choose_positions,
+    corrupt,
+    mlm_labels,
+    special_mask,
+)
+from genlab.data.permutation import (
+    local_perm,
+    prediction_slots,
+    sample_ranks,
+    two_half_perm_mask,
+)
+from genlab.data.pretrain_corpus import (
+    PretrainCorpus,
+    TokenStream,
+    load_pretrain_corpus,
+)
+from genlab.data.xlnet_examples import (
+    SpanConfig,
+    XLNetDataConfig,
+    build_segments,
+    example_rng,
+    sample_example_targets,
+    steps_per_pass,
+    stream_rows,
+)
 from genlab.errors import ConfigError, DataError
 
 OBJECTIVES = ("plm", "dae", "mlm")
