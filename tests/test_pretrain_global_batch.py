@@ -25,10 +25,11 @@ from omegaconf import OmegaConf
 from genlab.cli import build
 
 MICRO, STEPS = 2, 3  # streams per micro-batch (1 forward + 1 backward with bi_data), optimiser steps
-TINY_PLM = ["experiment=xlnet_base_mini", "model.n_layer=1", "model.d_model=32", "model.n_head=2", "model.d_head=16",
+TINY = ["model.n_layer=1", "model.d_model=32", "model.n_head=2", "model.d_head=16",
             "model.d_inner=64", "model.mem_len=16", "model.dropout=0.0", "model.dropatt=0.0",
             f"data.batch_size={MICRO}", f"data.eval_batch_size={MICRO}", f"+data.global_batch={2 * MICRO}",
             "trainer.accelerator=cpu", "trainer.enable_progress_bar=false", "+trainer.enable_model_summary=false"]
+TINY_PLM = ["experiment=xlnet_base_mini", *TINY]
 EXACT = ["task.scheduler=null", "task.optimizer._target_=torch.optim.SGD", "~task.optimizer.betas",
          "~task.optimizer.eps", "task.optimizer.lr=0.5", "trainer.precision=64-true", f"trainer.max_steps={STEPS}",
          "trainer.limit_val_batches=0", "+trainer.enable_checkpointing=false"]
@@ -130,11 +131,13 @@ def _fit(cfg, callbacks, ckpt_path=None):
     return task, log
 
 
-def test_plm_resume_mid_accumulation_cycle_is_bit_exact(compose_cfg, tmp_path, cache):
-    """A = 2 chunks with dropout on: stopped after 3 micro-batches (1.5 steps), resumed to 3 steps: the same
-    micro-batches, losses, weights and per-chunk memories as an uninterrupted run."""
-    common = TINY_PLM + ["model.dropout=0.1", "trainer.max_steps=3", "trainer.limit_val_batches=0",
+@pytest.mark.parametrize("experiment", ["xlnet_base_mini", "xlnet_ablation_dae_mini"])
+def test_resume_mid_accumulation_cycle_is_bit_exact(experiment, compose_cfg, tmp_path, cache):
+    """PLM and DAE, A = 2 chunks with dropout on: stopped after 3 micro-batches (1.5 steps), resumed to 3 steps:
+    the same micro-batches, losses, weights and per-chunk memories as an uninterrupted run."""
+    common = [f"experiment={experiment}", *TINY, "model.dropout=0.1", "trainer.max_steps=3", "trainer.limit_val_batches=0",
                          "callbacks.checkpoint.monitor=null", f"data.cache_dir={cache}"]
+    assert compose_cfg(common).task._target_.endswith("DAETask" if "dae" in experiment else "PermutationLMTask")
     full, full_log = _fit(compose_cfg(common + [f"paths.output_dir={tmp_path}/full"]), [])
     assert full_log.items == [(0, k, j) for k in range(3) for j in range(2)]
 
