@@ -390,7 +390,7 @@ class BadGANTask(pl.LightningModule):
 
     def _log_images(self, images: dict[str, Tensor]) -> None:
         """[C, H, W] images in [0, 1]: to loggers that take images (W&B, TensorBoard) and, so CSV-only runs
-        show them too, as PNGs under ``<run dir>/images/``."""
+        show them too, as PNGs under ``<run dir>/images/`` when the Trainer has an explicit ``default_root_dir``."""
         if self.trainer is None or not self.trainer.is_global_zero:
             return
         for name, img in images.items():
@@ -402,7 +402,9 @@ class BadGANTask(pl.LightningModule):
                     logger.log_image(key=name, images=[img], step=self.global_step)
                 elif hasattr(exp, "add_image"):
                     exp.add_image(name, img, self.global_step)
-            save_png(img, Path(self.trainer.default_root_dir) / "images" / f"{name}_step{self.global_step:07d}.png")
+            root = getattr(self.trainer, "_default_root_dir", None)  # None: no run dir given, never write into cwd
+            if root is not None:
+                save_png(img, Path(root) / "images" / f"{name}_step{self.global_step:07d}.png")
 
 
 def save_png(img: Tensor, path: Path) -> None:
