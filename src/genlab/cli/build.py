@@ -57,8 +57,8 @@ def accumulate_grad_batches(cfg: DictConfig) -> int:
     """``trainer.accumulate_grad_batches``, derived from ``data.global_batch`` when that is set.
 
     ``data.global_batch`` counts samples (sequences; for ordered LM streams, streams per optimiser step, so
-    tokens per step = global_batch x data.tgt_len, the LM DataModule splitting them into accumulation chunks with
-    their own memory) over all processes: accumulation = global_batch /
+    tokens per step = global_batch x data.tgt_len; the LM and pretraining (PLM/DAE/MLM) DataModules split them
+    into accumulation chunks with their own memory) over all processes: accumulation = global_batch /
     (data.batch_size x trainer.devices x trainer.num_nodes), so one sweep optimises the same on 1 or 64 devices.
     """
     explicit = int(cfg.trainer.get("accumulate_grad_batches") or 1)
