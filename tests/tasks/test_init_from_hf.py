@@ -15,8 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from genlab.data.checkpoint_datamodule import encode_pair
-from genlab.data.finetune_datamodule import encode_pair as base_encode_pair
+from genlab.data.finetune_datamodule import encode_pair
 from genlab.data.pretrain_corpus import train_tokenizer
 from genlab.errors import CheckpointError
 from genlab.models.bert import BertForPretraining
@@ -77,8 +76,7 @@ def run_train(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
 
 
 def test_bert_folder_finetunes_through_the_cli_and_a_different_vocab_is_refused(tmp_path, bert_dir):
-    data = ["data._target_=genlab.data.checkpoint_datamodule.CheckpointClassificationDataModule",
-            "data.tokenizer=${task.init_from}"]  # the data inherits the checkpoint's tokenizer
+    data = ["data.tokenizer=${task.init_from}"]  # the data inherits the checkpoint's tokenizer
     ok = run_train("experiment=bert_sst2_mini", f"task.init_from={bert_dir}", *data, *BERT_MODEL, *SHORT,
                    tmp_path=tmp_path)
     assert ok.returncode == 0, ok.stderr[-3000:]
@@ -88,7 +86,7 @@ def test_bert_folder_finetunes_through_the_cli_and_a_different_vocab_is_refused(
     other = [t for t in (bert_dir / "vocab.txt").read_text(encoding="utf-8").splitlines()]
     other = other[:5] + other[5:][::-1]
     foreign = write_bert_folder(tmp_path / "other-vocab", other)
-    bad = run_train("experiment=bert_sst2_mini", f"task.init_from={bert_dir}", *data[:1],
+    bad = run_train("experiment=bert_sst2_mini", f"task.init_from={bert_dir}",
                     f"data.tokenizer={foreign}", *BERT_MODEL, *SHORT, tmp_path=tmp_path)
     assert bad.returncode == 2
     assert "pretrained with tokenizer" in bad.stderr and f"data.tokenizer={bert_dir}" in bad.stderr
@@ -132,12 +130,12 @@ def test_hf_folder_of_the_other_architecture_is_named(bert_dir, xlnet_dir):
 
 
 @pytest.mark.parametrize("layout", ["bert", "xlnet"])
-def test_encode_pair_with_checkpoint_ids_matches_the_base_layout(layout):
+def test_encode_pair_with_checkpoint_ids_only_swaps_the_special_ids(layout):
     a, b = [11, 12, 13, 14, 15], [21, 22, 23]
     for pair in ((a, b), (a, None)):
         for n in (6, 16):
             ids, seg, mask = encode_pair(*pair, n, layout, cls_id=101, sep_id=102, pad_id=0)
-            base_ids, base_seg, base_mask = base_encode_pair(*pair, n, layout)
+            base_ids, base_seg, base_mask = encode_pair(*pair, n, layout)  # XLNet's SentencePiece ids
             np.testing.assert_array_equal(seg, base_seg)
             np.testing.assert_array_equal(mask, base_mask)
             mapped = np.select([base_ids == 3, base_ids == 4, base_mask == 0], [101, 102, 0], base_ids)

@@ -40,7 +40,8 @@ def train(cfg: DictConfig) -> float:
     best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
     if cfg.get("test_after_fit") and not trainer.fast_dev_run and _has_test(datamodule):
         results = trainer.test(task, datamodule=datamodule, ckpt_path=best or None, verbose=False)
-        metrics.update({k: float(v) for k, v in (results[0] if results else {}).items()})
+        for per_loader in results:  # one dict per test dataloader (e.g. MNLI matched + mismatched)
+            metrics.update({k: float(v) for k, v in per_loader.items()})
     if trainer.is_global_zero:
         write_final_metrics(out, metrics, status="finished")
         _summary(cfg, metrics, out, best)

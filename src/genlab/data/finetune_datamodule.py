@@ -26,6 +26,8 @@ from torch.utils.data import DataLoader, Dataset
 
 from genlab.data import doc_classification as docs
 from genlab.data import glue
+from genlab.data.checkpoint_tokenizer import FinetuneTokenizer, load_tokenizer, special_ids
+from genlab.data.finetune_sources import doc_spec, glue_spec
 from genlab.data.finetune_minis import IMDB_MINI, SST2_MINI
 from genlab.data.glue_minis import GLUE_MINIS
 from genlab.data.pretrain_corpus import PieceTokenizer, train_tokenizer
@@ -49,20 +51,22 @@ def truncate_pair(a: list[int], b: list[int] | None, budget: int) -> tuple[list[
     return a, b
 
 
-def encode_pair(a: list[int], b: list[int] | None, max_len: int, layout: str = "xlnet"
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(input_ids, token_type_ids, attention_mask) of one example, each of length ``max_len``."""
+def encode_pair(a: list[int], b: list[int] | None, max_len: int, layout: str = "xlnet", cls_id: int = CLS_ID,
+                sep_id: int = SEP_ID, pad_id: int = PAD_ID) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(input_ids, token_type_ids, attention_mask) of one example, each of length ``max_len``; the special ids
+    default to XLNet's SentencePiece ones (a WordPiece checkpoint passes its own)."""
     a, b = truncate_pair(a, b, max_len - (3 if b is not None else 2))
-    if layout == "xlnet":
-        ids = a + [SEP_ID] + (b + [SEP_ID] if b is not None else []) + [CLS_ID]
-        seg = [SEG_A] * (len(a) + 1) + ([SEG_B] * (len(b) + 1) if b is not None else []) + [SEG_CLS]
+    tail = b + [sep_id] if b is not None else []
+    if layout == "xlnet":  # A <sep> B <sep> <cls>, left padding
+        ids = a + [sep_id] + tail + [cls_id]
+        seg = [SEG_A] * (len(a) + 1) + [SEG_B] * len(tail) + [SEG_CLS]
         pad = max_len - len(ids)
-        return (np.array([PAD_ID] * pad + ids), np.array([SEG_PAD] * pad + seg),
+        return (np.array([pad_id] * pad + ids), np.array([SEG_PAD] * pad + seg),
                 np.array([0] * pad + [1] * len(ids)))
-    ids = [CLS_ID] + a + [SEP_ID] + (b + [SEP_ID] if b is not None else [])
-    seg = [0] * (len(a) + 2) + ([1] * (len(b) + 1) if b is not None else [])
+    ids = [cls_id] + a + [sep_id] + tail  # [CLS] A [SEP] B [SEP], right padding
+    seg = [0] * (len(a) + 2) + [1] * len(tail)
     pad = max_len - len(ids)
-    return np.array(ids + [PAD_ID] * pad), np.array(seg + [0] * pad), np.array([1] * len(ids) + [0] * pad)
+    return np.array(ids + [pad_id] * pad), np.array(seg + [0] * pad), np.array([1] * len(ids) + [0] * pad)
 
 
 @dataclass
@@ -109,7 +113,7 @@ class ClassificationDataModule(pl.LightningDataModule):
         self.tokenizer_file, self.vocab_size, self.lower, self.layout = tokenizer, vocab_size, lower, layout
         self.max_seq_len, self.batch_size, self.eval_batch_size = max_seq_len, batch_size, eval_batch_size
         self.num_workers, self.max_train_examples = num_workers, max_train_examples
-        self.tokenizer: PieceTokenizer | None = None
+        self.tokenizer: FinetuneTokenizer | None = None
         self.splits: dict[str, EncodedSplit] = {}
         self.root: Path | None = None
 
@@ -136,11 +140,7 @@ class ClassificationDataModule(pl.LightningDataModule):
                 raise DataError(f"data.task={self.task} has no offline mini (minis: {sorted(MINIS)}); "
                                 "use data.source=path data.path=/your/copy.")
             return MINIS[key]
-        if self.is_glue:
-            t = self.glue_task
-            return DatasetSpec(f"glue_{t.name}", (t.train.file, *(s.file for s in t.dev.values())),
-                               homepage="https://gluebenchmark.com/tasks")
-        return DatasetSpec(self.doc.name, self.doc.files)
+        return glue_spec(self.glue_task.name) if self.is_glue else doc_spec(self.doc.name)
 
     def _examples(self) -> dict[str, tuple[list[glue.Example], bool]]:
         """split name -> (examples, labelled)."""
@@ -156,9 +156,9 @@ class ClassificationDataModule(pl.LightningDataModule):
         return {"train": (docs.read_docs(self.doc, root, "train"), True),
                 "test": (docs.read_docs(self.doc, root, "test"), True)}
 
-    def _load_tokenizer(self, train_texts: list[str]) -> PieceTokenizer:
-        if self.tokenizer_file is not None:
-            return PieceTokenizer(self.tokenizer_file, self.lower)
+    def _load_tokenizer(self, train_texts: list[str]) -> FinetuneTokenizer:
+        if self.tokenizer_file is not None:  # a checkpoint's own: SentencePiece or WordPiece (folder, file)
+            return load_tokenizer(self.tokenizer_file, self.lower)
         cache = Path(self.cache_dir).expanduser() if self.cache_dir else DEFAULT_CACHE
         key = stable_hash(str(self.root.resolve()), len(train_texts), self.vocab_size, self.lower)
         model = cache / "finetune" / f"spm_{self.task}_{key}.model"
@@ -171,11 +171,12 @@ class ClassificationDataModule(pl.LightningDataModule):
 
     def _encode(self, name: str, examples: list[glue.Example], labelled: bool) -> EncodedSplit:
         tok, n = self.tokenizer, len(examples)
+        specials = special_ids(tok)  # {} for SentencePiece (XLNet's fixed ids)
         ids = np.zeros((n, self.max_seq_len), dtype=np.int64)
         seg, mask = np.zeros_like(ids), np.zeros_like(ids)
         for i, ex in enumerate(examples):
             b = tok.encode(ex.text_b) if ex.text_b is not None else None
-            ids[i], seg[i], mask[i] = encode_pair(tok.encode(ex.text_a), b, self.max_seq_len, self.layout)
+            ids[i], seg[i], mask[i] = encode_pair(tok.encode(ex.text_a), b, self.max_seq_len, self.layout, **specials)
         labels = None
         if labelled:
             labels = (np.array([e.label for e in examples], dtype=np.float32) if self.is_regression

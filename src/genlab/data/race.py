@@ -26,7 +26,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from genlab.data.checkpoint_datamodule import encode_pair
+from genlab.data.finetune_datamodule import encode_pair
 from genlab.data.checkpoint_tokenizer import load_tokenizer, special_ids
 from genlab.data.pretrain_corpus import PieceTokenizer, train_tokenizer
 from genlab.data.sources import DEFAULT_CACHE, DatasetSpec, locate
