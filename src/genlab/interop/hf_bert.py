@@ -25,7 +25,12 @@ import torch
 from torch import Tensor
 
 from genlab.errors import CheckpointError
-from genlab.interop.hf_xlnet import read_state_dict
+from genlab.interop.hf_files import (
+    copy_state,
+    fit_problems,
+    read_state_dict,
+    write_hf_folder,
+)
 from genlab.models.bert import BertForPretraining
 
 PREFIX = "bert."
@@ -142,17 +147,7 @@ def load_hf_state_dict(model: BertForPretraining, state_dict: Mapping[str, Tenso
             report.kept_init.extend(absent)
             ours = {k: v for k, v in ours.items() if k not in absent}
 
-    missing = sorted(set(ours) - set(state))
-    extra = sorted(set(state) - set(ours))
-    wrong = [f"{k}: checkpoint {tuple(state[k].shape)} vs model {tuple(ours[k].shape)}"
-             for k in sorted(set(ours) & set(state)) if state[k].shape != ours[k].shape]
-    problems = []
-    if wrong:
-        problems.append("shape mismatch in " + "; ".join(wrong))
-    if missing:
-        problems.append("missing tensors: " + ", ".join(missing))
-    if extra:
-        problems.append("tensors the model does not have: " + ", ".join(extra))
+    problems = fit_problems(ours, state)
     if problems:
         raise CheckpointError(f"{source} does not fit this BERT ({_describe(model)}): " + " | ".join(problems)
                               + ". Set the model sizes to the checkpoint's config.json.")
@@ -162,10 +157,7 @@ def load_hf_state_dict(model: BertForPretraining, state_dict: Mapping[str, Tenso
     if tied_bias is not None and not torch.equal(tied_bias, state[MLM_BIAS]):
         raise CheckpointError(f"{source}: {TIED_BIAS} differs from {MLM_BIAS}, but BERT ties them.")
 
-    with torch.no_grad():
-        params = model.state_dict(keep_vars=True)
-        for key, value in state.items():
-            params[key].copy_(value.to(params[key].dtype))
+    copy_state(model, state)
     return report
 
 
@@ -191,23 +183,5 @@ def load_hf_checkpoint(directory: str | Path, **overrides: Any) -> BertForPretra
 def save_hf_checkpoint(model: BertForPretraining, directory: str | Path, safe_serialization: bool = True) -> Path:
     """Write ``config.json`` + ``model.safetensors`` (tied tensors left out, as HF does) or ``pytorch_model.bin``
     so that ``transformers.BertForPreTraining.from_pretrained(directory)`` loads it."""
-    from genlab.utils import atomic_write
-
-    folder = Path(directory)
-    folder.mkdir(parents=True, exist_ok=True)
-    state = export_hf_state_dict(model)
-    with atomic_write(folder / "config.json", "w") as f:
-        json.dump(config_to_hf(model), f, indent=2)
-    if safe_serialization:
-        from safetensors.torch import save
-
-        state.pop(TIED)
-        state.pop(TIED_BIAS)
-        target = folder / "model.safetensors"
-        with atomic_write(target) as f:
-            f.write(save(state, metadata={"format": "pt"}))
-    else:
-        target = folder / "pytorch_model.bin"
-        with atomic_write(target) as f:
-            torch.save(state, f)
-    return target
+    return write_hf_folder(directory, config_to_hf(model), export_hf_state_dict(model), (TIED, TIED_BIAS),
+                           safe_serialization)

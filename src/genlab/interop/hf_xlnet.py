@@ -19,6 +19,12 @@ import torch
 from torch import Tensor
 
 from genlab.errors import CheckpointError
+from genlab.interop.hf_files import (
+    copy_state,
+    fit_problems,
+    read_state_dict,
+    write_hf_folder,
+)
 from genlab.models.xlnet import XLNetLMHeadModel, XLNetModel
 
 PREFIX = "transformer."
@@ -98,17 +104,7 @@ def load_hf_state_dict(model: XLNetLMHeadModel | XLNetModel, state_dict: Mapping
     elif "lm_loss.bias" not in state:  # XLNetModel checkpoint: keep our zero bias
         state["lm_loss.bias"] = torch.zeros_like(ours["lm_loss.bias"])
 
-    missing = sorted(set(ours) - set(state))
-    extra = sorted(set(state) - set(ours))
-    wrong = [f"{k}: checkpoint {tuple(state[k].shape)} vs model {tuple(ours[k].shape)}"
-             for k in sorted(set(ours) & set(state)) if state[k].shape != ours[k].shape]
-    problems = []
-    if wrong:
-        problems.append("shape mismatch in " + "; ".join(wrong))
-    if missing:
-        problems.append("missing tensors: " + ", ".join(missing))
-    if extra:
-        problems.append("tensors the model does not have: " + ", ".join(extra))
+    problems = fit_problems(ours, state)
     if problems:
         raise CheckpointError(f"{source} does not fit this XLNet ({_describe(_backbone(model))}): "
                               + " | ".join(problems) + ". Set the model sizes to the checkpoint's config.json.")
@@ -122,10 +118,7 @@ def load_hf_state_dict(model: XLNetLMHeadModel | XLNetModel, state_dict: Mapping
     target = model if lm else _backbone(model)
     if not lm:
         state = {k[len(PREFIX):]: v for k, v in state.items()}
-    with torch.no_grad():
-        params = dict(target.state_dict(keep_vars=True))
-        for key, value in state.items():
-            params[key].copy_(value.to(params[key].dtype))
+    copy_state(target, state)
     return unused
 
 
@@ -149,36 +142,6 @@ def export_hf_state_dict(model: XLNetLMHeadModel | XLNetModel) -> dict[str, Tens
     return {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
 
 
-def read_state_dict(path: str | Path) -> dict[str, Tensor]:
-    """Tensors of a ``.safetensors`` / ``.bin`` file, or of a folder with ``model.safetensors`` (possibly
-    sharded with ``model.safetensors.index.json``) or ``pytorch_model.bin``."""
-    path = Path(path)
-    if path.is_dir():
-        for name in ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
-                     "pytorch_model.bin.index.json"):
-            if (path / name).exists():
-                return read_state_dict(path / name)
-        raise CheckpointError(f"{path}: no model.safetensors or pytorch_model.bin in this folder")
-    if not path.exists():
-        raise CheckpointError(f"{path}: checkpoint file not found")
-    try:
-        if path.name.endswith(".index.json"):
-            shards = sorted(set(json.loads(path.read_text())["weight_map"].values()))
-            state: dict[str, Tensor] = {}
-            for shard in shards:
-                state.update(read_state_dict(path.parent / shard))
-            return state
-        if path.suffix == ".safetensors":
-            from safetensors.torch import load_file
-
-            return load_file(str(path))
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except CheckpointError:
-        raise
-    except Exception as exc:  # corrupt or foreign file: one clear message
-        raise CheckpointError(f"{path}: cannot read checkpoint ({type(exc).__name__}: {exc})") from exc
-
-
 def load_hf_checkpoint(directory: str | Path, **overrides: Any) -> XLNetLMHeadModel:
     """Build our LM head model from an HF folder (``config.json`` + weights); ``overrides`` change kwargs such
     as dropout or mem_len."""
@@ -195,23 +158,6 @@ def load_hf_checkpoint(directory: str | Path, **overrides: Any) -> XLNetLMHeadMo
 def save_hf_checkpoint(model: XLNetLMHeadModel, directory: str | Path, safe_serialization: bool = True) -> Path:
     """Write ``config.json`` + ``model.safetensors`` (tied lm_loss.weight left out, as HF does) or
     ``pytorch_model.bin`` so that ``transformers.XLNetLMHeadModel.from_pretrained(directory)`` loads it."""
-    from genlab.utils import atomic_write
-
-    folder = Path(directory)
-    folder.mkdir(parents=True, exist_ok=True)
-    state = export_hf_state_dict(model)
-    with atomic_write(folder / "config.json", "w") as f:
-        json.dump(config_to_hf(model), f, indent=2)
-    if safe_serialization:
-        from safetensors.torch import save
-
-        state.pop(TIED, None)
-        target = folder / "model.safetensors"
-        with atomic_write(target) as f:
-            f.write(save(state, metadata={"format": "pt"}))
-    else:
-        target = folder / "pytorch_model.bin"
-        with atomic_write(target) as f:
-            torch.save(state, f)
-    return target
+    return write_hf_folder(directory, config_to_hf(model), export_hf_state_dict(model), (TIED,),
+                           safe_serialization)
 
