@@ -31,12 +31,12 @@ def cache(tmp_path_factory):
     return str(tmp_path_factory.mktemp("cache"))  # minis and tokenizers are shared by the xlnet/bert presets
 
 
-def train_preset(name: str, compose_cfg, cache: str) -> tuple[dict[str, float], pl.LightningDataModule]:
+def train_preset(name: str, compose_cfg, cache: str, root) -> tuple[dict[str, float], pl.LightningDataModule]:
     cfg = compose_cfg([f"experiment={name}", f"paths.cache_dir={cache}", "seed=0"])
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     dm = build_data(cfg.data)
     task = build_task(cfg, dm)
-    tr = pl.Trainer(max_steps=cfg.trainer.max_steps, gradient_clip_val=cfg.trainer.gradient_clip_val,
+    tr = pl.Trainer(default_root_dir=root, max_steps=cfg.trainer.max_steps, gradient_clip_val=cfg.trainer.gradient_clip_val,
                     limit_val_batches=0, logger=False, enable_checkpointing=False, accelerator="cpu",
                     enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0)
     tr.fit(task, dm)
@@ -45,8 +45,8 @@ def train_preset(name: str, compose_cfg, cache: str) -> tuple[dict[str, float], 
 
 
 @pytest.mark.parametrize(("task", "arch"), CASES)
-def test_glue_mini_trains_and_beats_majority_class(task, arch, compose_cfg, cache):
-    res, dm = train_preset(f"{arch}_{task}_mini", compose_cfg, cache)
+def test_glue_mini_trains_and_beats_majority_class(task, arch, compose_cfg, cache, tmp_path):
+    res, dm = train_preset(f"{arch}_{task}_mini", compose_cfg, cache, tmp_path)  # predictions/ go to tmp_path
     if task == "stsb":
         assert res["test/pearson"] > MARGIN["pearson"], res
         return
