@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
+import pytorch_lightning as pl
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
@@ -51,3 +52,16 @@ def compose_config(overrides: list[str], run_dir: Path, config_name: str = "trai
             cfg.logger = None
         del cfg.hydra
     return cfg
+
+
+class PreemptAfterBatches(pl.Callback):
+    """Simulates a preemption between micro-batches: after ``n`` training batches, save ``path`` and stop."""
+
+    def __init__(self, n: int, path):
+        self.n, self.path, self.seen = n, path, 0
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        self.seen += 1
+        if self.seen == self.n:
+            trainer.save_checkpoint(self.path)
+            trainer.should_stop = True

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import pytorch_lightning as pl
 import torch
+from helpers import PreemptAfterBatches
 from launch_ranks import run_ranks
 from omegaconf import OmegaConf
 
@@ -108,19 +109,6 @@ def test_plm_with_memory_one_process_accumulating_2_equals_2_processes(runs):
 
 
 # -------------------------------------------------------------------------------------------- mid-cycle resume
-class PreemptAfterBatches(pl.Callback):
-    """A preemption between micro-batches: after ``n`` training batches, save ``path`` and stop."""
-
-    def __init__(self, n: int, path):
-        self.n, self.path, self.seen = n, path, 0
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        self.seen += 1
-        if self.seen == self.n:
-            trainer.save_checkpoint(self.path)
-            trainer.should_stop = True
-
-
 def _fit(cfg, callbacks, ckpt_path=None):
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule = build.build_data(cfg.data)

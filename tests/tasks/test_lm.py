@@ -7,12 +7,11 @@ import math
 import pytest
 import pytorch_lightning as pl
 import torch
+from helpers import TINY_TXL as TINY
+from helpers import PreemptAfterBatches
 
 from genlab.callbacks.run_record import RunRecord
 from genlab.cli import build
-
-from helpers import TINY_TXL as TINY
-
 
 
 class StopAt(pl.Callback):
@@ -106,19 +105,6 @@ def test_perplexity_is_over_the_whole_stream(compose_cfg):
             count += out.nll.numel()
     assert count == datamodule._segments("valid", 64, 7, 0).tokens_per_pass
     assert result["valid/ppl"] == pytest.approx(math.exp(total / count), rel=1e-5)
-
-
-class PreemptAfterBatches(pl.Callback):
-    """Simulates a preemption between micro-batches: after ``n`` training batches, save ``path`` and stop."""
-
-    def __init__(self, n: int, path):
-        self.n, self.path, self.seen = n, path, 0
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        self.seen += 1
-        if self.seen == self.n:
-            trainer.save_checkpoint(self.path)
-            trainer.should_stop = True
 
 
 def test_resume_mid_accumulation_cycle_is_bit_exact(compose_cfg, tmp_path):
