@@ -33,7 +33,9 @@ def build_data(data_cfg: DictConfig) -> pl.LightningDataModule:
 def build_task(cfg: DictConfig, datamodule: pl.LightningDataModule) -> pl.LightningModule:
     sizes = datamodule.model_overrides() if hasattr(datamodule, "model_overrides") else {}
     model = instantiate(cfg.model, **sizes)
-    return instantiate(cfg.task, model=model)
+    # Plain lists/dicts, not OmegaConf nodes: tasks save their arguments as hyperparameters, and a checkpoint
+    # holding an OmegaConf node cannot be read back with torch.load(weights_only=True) (Lightning's default).
+    return instantiate(cfg.task, model=model, _convert_="all")
 
 
 def build_callbacks(cfg: DictConfig) -> list[pl.Callback]:
