@@ -19,6 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from genlab.data.toy2d import four_spins, two_circles
+from genlab.nn.mlp import mlp_layers
 from genlab.tasks import gan_losses as L
 
 
@@ -29,11 +30,7 @@ class MLPClassifier(nn.Module):
     def __init__(self, hidden: tuple[int, ...] = (128, 128), n_classes: int = 4, in_dim: int = 2,
                  linear_features: bool = False) -> None:
         super().__init__()
-        layers: list[nn.Module] = []
-        prev = in_dim
-        for w in hidden:
-            layers += [nn.Linear(prev, w), nn.ReLU()]
-            prev = w
+        layers, prev = mlp_layers(in_dim, hidden)
         if linear_features:
             layers.pop()
         self.trunk = nn.Sequential(*layers)

@@ -9,6 +9,8 @@ from typing import Sequence
 import torch
 from torch import Tensor, nn
 
+from genlab.nn.mlp import mlp_layers
+
 _OUT_ACTS = {"none": nn.Identity, "sigmoid": nn.Sigmoid, "tanh": nn.Tanh}
 
 
@@ -57,11 +59,7 @@ class MLPEnergy(nn.Module):
     def __init__(self, in_dim: int = 2, hidden: Sequence[int] = (128, 128), act: str = "relu",
                  init_std: float | None = None) -> None:
         super().__init__()
-        layers: list[nn.Module] = []
-        prev = in_dim
-        for w in hidden:
-            layers += [nn.Linear(prev, w), _act(act)]
-            prev = w
+        layers, prev = mlp_layers(in_dim, hidden, lambda: _act(act))
         self.trunk = nn.Sequential(*layers)
         self.out = nn.Linear(prev, 1)
         _normal_init(self, init_std)
@@ -78,11 +76,7 @@ class MLPInference(nn.Module):
 
     def __init__(self, in_dim: int = 2, hidden: Sequence[int] = (128, 128), z_dim: int = 4) -> None:
         super().__init__()
-        layers: list[nn.Module] = []
-        prev = in_dim
-        for w in hidden:
-            layers += [nn.Linear(prev, w), nn.ReLU()]
-            prev = w
+        layers, prev = mlp_layers(in_dim, hidden)
         layers.append(nn.Linear(prev, 2 * z_dim))
         self.net = nn.Sequential(*layers)
 
