@@ -9,7 +9,7 @@ import pytest
 
 from genlab.data.finetune_datamodule import CLS_ID, SEP_ID
 from genlab.data.finetune_minis import build_race_mini
-from genlab.data.race import encode_question, qa_text, read_race
+from genlab.data.race import check_unique_ids, encode_question, qa_text, read_race
 from genlab.errors import DataError
 
 
@@ -44,6 +44,15 @@ def test_reader_levels_and_labels(tmp_path):
     assert [(q.level, q.label) for q in qs] == [(0, 0), (0, 2), (1, 0), (1, 2)]
     assert qs[1].qid == "middle1.txt-1"
 
+
+
+def test_question_ids_must_be_unique_within_a_split(tmp_path):
+    for level in ("middle", "high"):  # both files claim id middle1.txt: predictions keyed by id would collide
+        write(tmp_path, "dev", level, "1.txt", race_obj())
+    with pytest.raises(DataError, match="'middle1.txt-0' occurs twice"):
+        check_unique_ids(read_race(tmp_path, "dev"), "dev")
+    write(tmp_path, "dev", "high", "1.txt", race_obj(id="high1.txt"))
+    check_unique_ids(read_race(tmp_path, "dev"), "dev")
 
 def test_missing_option_and_bad_answer_name_the_file(tmp_path):
     write(tmp_path, "train", "middle", "7.txt", race_obj(options=[["a", "b", "c"], ["a", "b", "c", "d"]]))

@@ -1,8 +1,10 @@
-"""RACE multiple-choice task on tiny inputs: option grouping, CE loss, all / middle / high accuracy."""
+"""RACE multiple-choice task on tiny inputs: option grouping, CE loss, all / middle / high accuracy, the test
+predictions file (one entry per question id, its accuracy = the logged one)."""
 
 from __future__ import annotations
 
 import functools
+import json
 import warnings
 
 import pytorch_lightning as pl
@@ -75,3 +77,56 @@ def test_race_mini_trains_and_beats_majority_letter(tmp_path):
     labels = dm.data["test"].labels
     majority = max((labels == c).mean() for c in range(4))
     assert acc > majority + 0.08, (acc, majority)
+
+
+def race_mini_run(tmp_path, max_steps):
+    """A 1-layer XLNet briefly finetuned on the RACE mini, tested with default_root_dir=tmp_path."""
+    from genlab.data.race import RaceDataModule
+
+    pl.seed_everything(0)
+    dm = RaceDataModule(source="mini", cache_dir=str(tmp_path / "cache"), vocab_size=2000, max_seq_len=96,
+                        max_qa_length=40, batch_size=8, eval_batch_size=16)  # 16 does not divide the test split
+    dm.setup("fit")
+    m = XLNetLMHeadModel(dm.model_overrides()["vocab_size"], n_layer=1, d_model=32, n_head=4, d_head=8, d_inner=64)
+    t = MultipleChoiceTask(m, functools.partial(AdamWeightDecay, lr=1e-3), None)
+    tr = pl.Trainer(max_steps=max_steps, logger=False, enable_checkpointing=False, accelerator="cpu",
+                    enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+                    check_val_every_n_epoch=1000, default_root_dir=str(tmp_path))
+    tr.fit(t, dm)
+    return dm, tr.test(t, dm, verbose=False)[0]
+
+
+def test_race_predictions_file_matches_logged_accuracy(tmp_path):
+    from genlab.data.race import read_race
+    from genlab.data.sources import locate
+
+    dm, res = race_mini_run(tmp_path, max_steps=30)
+    preds = json.loads((tmp_path / "predictions" / "race_test.json").read_text())
+    gold = read_race(locate(dm._spec(), "mini", None, str(tmp_path / "cache")), "test")  # straight from the files
+    assert sorted(preds) == sorted(q.qid for q in gold) and len(preds) == len(gold)
+    for entry in preds.values():
+        assert entry["answer"] in "ABCD" and len(entry["probs"]) == 4
+        assert abs(sum(entry["probs"]) - 1) < 1e-4
+        assert entry["probs"][ord(entry["answer"]) - ord("A")] == max(entry["probs"])
+    assert len({e["answer"] for e in preds.values()}) > 1  # not constant: the accuracy match below means something
+    for name, level in (("test/acc", None), ("test/acc_middle", 0), ("test/acc_high", 1)):
+        qs = [q for q in gold if level is None or q.level == level]
+        acc = sum(preds[q.qid]["answer"] == "ABCD"[q.label] for q in qs) / len(qs)
+        assert abs(acc - res[name]) < 1e-6, (name, acc, res[name])
+
+
+def test_race_prediction_dir_and_no_file_without_ids(tmp_path):
+    t, b = task(), batch()
+    t.prediction_dir = str(tmp_path / "preds")
+    loader = DataLoader([{k: v[i] for k, v in b.items()} for i in range(6)], batch_size=3)
+    tr = pl.Trainer(logger=False, enable_checkpointing=False, accelerator="cpu", enable_progress_bar=False,
+                    enable_model_summary=False, default_root_dir=str(tmp_path))
+    tr.test(t, dataloaders=loader, verbose=False)
+    assert not (tmp_path / "preds").exists()  # plain batches carry no question ids
+    rows = [{**{k: v[i] for k, v in b.items()}, "qid": f"q{i}"} for i in range(6)]
+    tr.test(t, dataloaders=DataLoader(rows, batch_size=4), verbose=False)
+    preds = json.loads((tmp_path / "preds" / "race_test.json").read_text())
+    assert sorted(preds) == [f"q{i}" for i in range(6)]
+    with torch.no_grad():
+        expected = t(b).argmax(-1).tolist()
+    assert [preds[f"q{i}"]["answer"] for i in range(6)] == ["ABCD"[k] for k in expected]

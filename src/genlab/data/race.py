@@ -11,7 +11,8 @@ a fresh copy of the article pieces (the released code's cross-option contaminati
 reproduced).
 
 Batches: ``input_ids``/``token_type_ids``/``attention_mask`` [B, 4, T], ``labels`` [B], ``level`` [B] (0 middle,
-1 high).
+1 high) and ``qid`` (list of B question ids ``<file id>-<question index>``, unique within a split; the key of the
+task's predictions file).
 """
 
 from __future__ import annotations
@@ -99,9 +100,19 @@ def encode_question(q: RaceQuestion, tok, max_seq_len: int, max_qa_length: int, 
     return tuple(np.stack([r[k] for r in rows]) for k in range(3))
 
 
+def check_unique_ids(questions: list[RaceQuestion], split: str) -> None:
+    """Predictions are keyed by question id, so two questions sharing one would overwrite each other."""
+    seen: set[str] = set()
+    for q in questions:
+        if q.qid in seen:
+            raise DataError(f"RACE split {split}: question id {q.qid!r} occurs twice (two files with the same 'id'); "
+                            "give every file its own id.")
+        seen.add(q.qid)
+
+
 class _RaceDataset(Dataset):
-    def __init__(self, ids, seg, mask, labels, levels):
-        self.ids, self.seg, self.mask, self.labels, self.levels = ids, seg, mask, labels, levels
+    def __init__(self, ids, seg, mask, labels, levels, qids):
+        self.ids, self.seg, self.mask, self.labels, self.levels, self.qids = ids, seg, mask, labels, levels, qids
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -109,12 +120,14 @@ class _RaceDataset(Dataset):
     def __getitem__(self, i: int) -> dict[str, Any]:
         return {"input_ids": torch.from_numpy(self.ids[i]), "token_type_ids": torch.from_numpy(self.seg[i]),
                 "attention_mask": torch.from_numpy(self.mask[i]), "labels": int(self.labels[i]),
-                "level": int(self.levels[i])}
+                "level": int(self.levels[i]), "qid": self.qids[i]}
 
 
 class RaceDataModule(pl.LightningDataModule):
     """RACE from ``data.path``, the download tier (RACE.tar.gz, sha256 checked) or the generated cloze mini;
     validation = dev, test = test (both middle + high)."""
+
+    test_split = "test"  # the split test_dataloader serves; names the task's predictions file
 
     def __init__(self, source: str = "path", path: str | None = None, cache_dir: str | None = None,
                  tokenizer: str | None = None, vocab_size: int = 32000, lower: bool = False, layout: str = "xlnet",
@@ -166,10 +179,11 @@ class RaceDataModule(pl.LightningDataModule):
                 train_tokenizer([text], model.with_suffix(""), self.vocab_size)
             self.tokenizer = PieceTokenizer(model, self.lower)
         for name, qs in splits.items():
+            check_unique_ids(qs, name)
             enc = [encode_question(q, self.tokenizer, self.max_seq_len, self.max_qa_length, self.layout) for q in qs]
             self.data[name] = _RaceDataset(np.stack([e[0] for e in enc]), np.stack([e[1] for e in enc]),
                                            np.stack([e[2] for e in enc]), np.array([q.label for q in qs]),
-                                           np.array([q.level for q in qs]))
+                                           np.array([q.level for q in qs]), [q.qid for q in qs])
 
     def _loader(self, name: str, shuffle: bool, bs: int) -> DataLoader:
         return DataLoader(self.data[name], batch_size=bs, shuffle=shuffle, num_workers=self.num_workers,
@@ -182,4 +196,4 @@ class RaceDataModule(pl.LightningDataModule):
         return self._loader("dev", False, self.eval_batch_size)
 
     def test_dataloader(self) -> DataLoader:
-        return self._loader("test", False, self.eval_batch_size)
+        return self._loader(self.test_split, False, self.eval_batch_size)

@@ -1,16 +1,21 @@
 """Multiple-choice finetuning (RACE, spec xlnet.md §5.5): each of the 4 option sequences is encoded, summarised
 (XLNet: ``<cls>`` last, tanh projection, dropout) and scored by ``Linear(d, 1)``; softmax over the options, CE loss.
 Accuracy is logged over all questions and on the Middle / High subsets (``<stage>/acc``, ``/acc_middle``,
-``/acc_high``)."""
+``/acc_high``). In ``test``, batches that carry question ids (``qid``, as RaceDataModule's do) are also written to
+``<prediction_dir>/race_<split>.json`` (default ``<trainer log dir>/predictions``): per question id the predicted
+letter and the 4 option probabilities, ``{"<qid>": {"answer": "B", "probs": [pA, pB, pC, pD]}}``."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Callable
 
 import torch
 from torch import nn
 from torchmetrics import MeanMetric
 
+from genlab.data.race import LETTERS
 from genlab.models.heads import MultipleChoiceHead
 from genlab.tasks.finetune_base import FinetuneTask
 
@@ -22,10 +27,11 @@ class MultipleChoiceTask(FinetuneTask):
                  scheduler: Callable[..., dict] | None, monitor: str = "valid/acc", monitor_mode: str = "max",
                  n_choices: int = 4, weight_decay: float = 0.0, layer_decay: float = 1.0,
                  layer_decay_mode: str = "lr_groups", summary_dropout: float = 0.1, init_from: str | None = None,
-                 require_pretrained: bool = False) -> None:
+                 require_pretrained: bool = False, prediction_dir: str | None = None) -> None:
         super().__init__(model, optimizer, scheduler, monitor, monitor_mode, weight_decay, layer_decay,
                          layer_decay_mode, summary_dropout, init_from, require_pretrained)
-        self.n_choices = n_choices
+        self.n_choices, self.prediction_dir = n_choices, prediction_dir
+        self._predictions: dict[str, dict] = {}  # test predictions of this rank, by question id
         self.head = MultipleChoiceHead(self.backbone.d_model)
         self.acc = nn.ModuleDict({f"{stage}_{s}": MeanMetric() for stage in ("valid", "test") for s in SUBSETS})
 
@@ -42,7 +48,7 @@ class MultipleChoiceTask(FinetuneTask):
         self.log("train/loss", loss, prog_bar=True)
         return loss
 
-    def _eval(self, stage: str, batch: dict) -> None:
+    def _eval(self, stage: str, batch: dict) -> torch.Tensor:
         logits = self(batch)
         loss = self.head.loss(logits, batch["labels"])
         self.log(f"{stage}/loss", loss, sync_dist=True, batch_size=logits.shape[0])
@@ -54,9 +60,39 @@ class MultipleChoiceTask(FinetuneTask):
                 metric.update(correct[sel])
             name = f"{stage}/acc" if s == "all" else f"{stage}/acc_{s}"
             self.log(name, metric, on_step=False, on_epoch=True)
+        return logits
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         self._eval("valid", batch)
 
     def test_step(self, batch: dict, batch_idx: int) -> None:
-        self._eval("test", batch)
+        logits = self._eval("test", batch)
+        if "qid" in batch:  # the letter is the metric's argmax, so accuracy recomputed from the file is test/acc
+            letters = [LETTERS[i] for i in logits.argmax(-1).tolist()]
+            probs = logits.float().softmax(-1).tolist()
+            self._predictions.update({qid: {"answer": a, "probs": [round(x, 6) for x in p]}
+                                      for qid, a, p in zip(batch["qid"], letters, probs)})
+
+    def on_test_epoch_start(self) -> None:
+        self._predictions = {}
+
+    def on_test_epoch_end(self) -> None:
+        predictions = self._gather(self._predictions)
+        if predictions and self.trainer.is_global_zero:  # batches without ids (plain tensors) write nothing
+            split = getattr(getattr(self.trainer, "datamodule", None), "test_split", "test")
+            self.write_predictions(predictions, split)
+
+    def _gather(self, local: dict[str, dict]) -> dict[str, dict]:
+        """Every rank's predictions (a DistributedSampler's padding repeats questions: same id, same entry)."""
+        if self.trainer.world_size == 1 or not torch.distributed.is_initialized():
+            return local
+        parts: list[dict | None] = [None] * self.trainer.world_size
+        torch.distributed.all_gather_object(parts, local)
+        return {qid: entry for part in parts for qid, entry in part.items()}
+
+    def write_predictions(self, predictions: dict[str, dict], split: str) -> Path:
+        out = Path(self.prediction_dir or Path(self.trainer.log_dir or self.trainer.default_root_dir) / "predictions")
+        out.mkdir(parents=True, exist_ok=True)
+        path = out / f"race_{split}.json"
+        path.write_text(json.dumps(predictions, indent=1))
+        return path
