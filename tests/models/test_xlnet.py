@@ -392,3 +392,14 @@ def test_bf16_autocast_close_to_fp32():
     loss.backward()
     assert torch.isfinite(loss)
     assert (out.logits.float() - ref).abs().max() < 2e-2 * ref.abs().max()
+
+
+def test_model_pickles_for_ddp_spawn():
+    """ddp_spawn pickles the LightningModule; a lambda activation made every default XLNet unpicklable."""
+    import pickle
+
+    torch.manual_seed(0)
+    m = XLNetLMHeadModel(50, n_layer=1, d_model=16, n_head=2, d_head=8, d_inner=32, dropout=0.0, dropatt=0.0)
+    ids = torch.randint(0, 50, (1, 6))
+    copy = pickle.loads(pickle.dumps(m))
+    torch.testing.assert_close(copy.transformer(ids).output, m.transformer(ids).output)

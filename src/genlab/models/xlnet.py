@@ -36,8 +36,13 @@ from genlab.errors import ConfigError
 from genlab.nn.positional import relative_positions, sinusoid_table
 from genlab.nn.two_stream_attention import MASK_FILL, StreamContext, TwoStreamRelAttention
 
+def gelu_tanh(x: Tensor) -> Tensor:
+    """The official XLNet GELU (HF "gelu_new"); a named function, not a lambda, so the model pickles (ddp_spawn)."""
+    return F.gelu(x, approximate="tanh")
+
+
 ACTIVATIONS = {
-    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),  # official XLNet (HF "gelu_new")
+    "gelu_tanh": gelu_tanh,
     "gelu": F.gelu,  # exact erf (HF "gelu")
     "relu": F.relu,
 }
