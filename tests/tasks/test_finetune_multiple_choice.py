@@ -7,6 +7,7 @@ import functools
 import json
 import warnings
 
+import pytest
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
@@ -130,3 +131,26 @@ def test_race_prediction_dir_and_no_file_without_ids(tmp_path):
     with torch.no_grad():
         expected = t(b).argmax(-1).tolist()
     assert [preds[f"q{i}"]["answer"] for i in range(6)] == ["ABCD"[k] for k in expected]
+
+
+@pytest.mark.distributed
+def test_race_predictions_gathered_over_two_ddp_processes(tmp_path):
+    from genlab.data.race import RaceDataModule
+
+    dm = RaceDataModule(source="mini", cache_dir=str(tmp_path / "cache"), vocab_size=2000, max_seq_len=64,
+                        max_qa_length=32, eval_batch_size=8)
+    dm.setup("test")  # trains the tokenizer once, before the processes start
+    torch.manual_seed(0)
+    m = XLNetLMHeadModel(dm.model_overrides()["vocab_size"], n_layer=1, d_model=32, n_head=4, d_head=8, d_inner=64)
+    t = MultipleChoiceTask(m, functools.partial(AdamWeightDecay, lr=1e-3), None)
+    files = {}
+    for devices, strategy in ((1, "auto"), (2, "ddp_spawn")):  # 37 test questions: the sampler pads rank 1
+        t.prediction_dir = str(tmp_path / strategy)
+        pl.Trainer(accelerator="cpu", devices=devices, strategy=strategy, logger=False, enable_checkpointing=False,
+                   enable_progress_bar=False, enable_model_summary=False).test(t, dm, verbose=False)
+        files[strategy] = json.loads((tmp_path / strategy / "race_test.json").read_text())
+    single, ddp = files["auto"], files["ddp_spawn"]
+    assert sorted(ddp) == sorted(single) and len(single) == len(dm.data["test"])
+    for qid, entry in single.items():
+        assert ddp[qid]["answer"] == entry["answer"], qid
+        assert ddp[qid]["probs"] == pytest.approx(entry["probs"], abs=1e-5), qid
