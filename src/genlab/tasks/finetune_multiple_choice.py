@@ -70,8 +70,7 @@ class MultipleChoiceTask(FinetuneTask):
         if "qid" in batch:  # the letter is the metric's argmax, so accuracy recomputed from the file is test/acc
             letters = [LETTERS[i] for i in logits.argmax(-1).tolist()]
             probs = logits.float().softmax(-1).tolist()
-            self._predictions.update({qid: {"answer": a, "probs": [round(x, 6) for x in p]}
-                                      for qid, a, p in zip(batch["qid"], letters, probs)})
+            self._predictions.update({q: {"answer": a, "probs": p} for q, a, p in zip(batch["qid"], letters, probs)})
 
     def on_test_epoch_start(self) -> None:
         self._predictions = {}
