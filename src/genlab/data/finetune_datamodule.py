@@ -32,13 +32,15 @@ from genlab.data.finetune_minis import IMDB_MINI, SST2_MINI
 from genlab.data.glue_minis import GLUE_MINIS
 from genlab.data.pretrain_corpus import PieceTokenizer, train_tokenizer
 from genlab.data.sources import DEFAULT_CACHE, DatasetSpec, locate
+from genlab.data.zhang_minis import ZHANG_MINIS
 from genlab.errors import DataError
 from genlab.utils import atomic_write, stable_hash
 
 CLS_ID, SEP_ID, PAD_ID = 3, 4, 0  # XLNet SentencePiece ids (genlab.data.pretrain_corpus); XLNet pads with id 0
 SEG_A, SEG_B, SEG_CLS, SEG_PAD = 0, 1, 2, 4
 LAYOUTS = ("xlnet", "bert")
-MINIS = {"sst2": SST2_MINI, "imdb": IMDB_MINI, **GLUE_MINIS}  # SST-2/IMDB: human labels; others generated
+# human labels: SST-2, IMDB, Yelp-2, Amazon-2; the others are generated (each module says how)
+MINIS = {"sst2": SST2_MINI, "imdb": IMDB_MINI, **GLUE_MINIS, **ZHANG_MINIS}
 
 
 def truncate_pair(a: list[int], b: list[int] | None, budget: int) -> tuple[list[int], list[int] | None]:

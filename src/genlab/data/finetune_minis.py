@@ -85,12 +85,22 @@ class _RestrictedUnpickler(pickle.Unpickler):
         return allowed[(module, name)]
 
 
+def _newsgroup_bunch() -> dict:
+    raw = zlib.decompress(package_file("gensim", *NEWSGROUP).read_bytes())
+    return _RestrictedUnpickler(io.BytesIO(raw), encoding="latin1").load()
+
+
 def newsgroup_posts() -> tuple[list[str], list[int], list[str]]:
     """(bodies, labels, target names) of the 200 posts, headers removed."""
-    raw = zlib.decompress(package_file("gensim", *NEWSGROUP).read_bytes())
-    bunch = _RestrictedUnpickler(io.BytesIO(raw), encoding="latin1").load()
+    bunch = _newsgroup_bunch()
     names = list(bunch["target_names"])
     return [_body(post, names) for post in bunch["data"]], [int(t) for t in bunch["target"]], names
+
+
+def newsgroup_subjects() -> list[str]:
+    """The ``Subject:`` line of each post (same order as :func:`newsgroup_posts`), empty if it has none."""
+    return [next((ln[8:].strip() for ln in post.split("\n\n", 1)[0].splitlines() if ln.startswith("Subject:")), "")
+            for post in _newsgroup_bunch()["data"]]
 
 
 def _body(post: str, names: list[str]) -> str:
