@@ -11,7 +11,7 @@ import pytest
 
 from genlab.data import glue
 from genlab.data.finetune_datamodule import MINIS, ClassificationDataModule
-from genlab.data.glue_minis import GLUE_MINIS, N_EVAL, N_TRAIN, question
+from genlab.data.glue_minis import GLUE_MINIS, N_EVAL, N_TRAIN, STSB_TRAIN, question
 
 TASKS = sorted(GLUE_MINIS)
 
@@ -44,7 +44,7 @@ def test_readers_parse_each_mini_in_its_real_layout(built, task):
     t = glue.get_task(task)
     splits = read_all(task, built[task])
     sizes = {n: len(v) for n, v in splits.items()}
-    assert sizes["train"] == N_TRAIN and all(sizes[n] == N_EVAL for n in sizes if n != "train")
+    assert sizes["train"] == (STSB_TRAIN if task == "stsb" else N_TRAIN) and all(sizes[n] == N_EVAL for n in sizes if n != "train")
     for name in [*t.test]:  # unlabelled test files carry the GLUE index column
         assert all(e.label is None for e in splits[name]) and splits[name][0].guid == "0"
     labelled = [splits["train"], *(splits[n] for n in t.dev)]
@@ -123,7 +123,7 @@ def test_mnli_mismatched_dev_comes_from_held_out_articles(built):
 def test_datamodule_reads_the_mini_through_the_cache(tmp_path, task):
     dm = ClassificationDataModule(task, source="mini", cache_dir=str(tmp_path), vocab_size=500, max_seq_len=48)
     dm.setup("fit")
-    assert (tmp_path / "mini" / f"glue_{task}_mini-v1").is_dir()
+    assert (tmp_path / "mini" / f"glue_{task}_mini-v{GLUE_MINIS[task].mini_version}").is_dir()
     if task == "mnli":
         assert dm.dev_splits == ["dev_matched", "dev_mismatched"] and dm.predict_splits == ["MNLI-m", "MNLI-mm", "AX"]
         assert set(dm.splits["train"].labels.tolist()) == {0, 1, 2}
