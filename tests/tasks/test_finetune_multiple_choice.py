@@ -72,7 +72,8 @@ def test_race_mini_trains_and_beats_majority_letter(tmp_path):
                            functools.partial(warmup_linear, warmup_steps=40, max_steps=300))
     tr = pl.Trainer(max_steps=300, logger=False, enable_checkpointing=False, accelerator="cpu",
                     enable_progress_bar=False, enable_model_summary=False, gradient_clip_val=1.0,
-                    check_val_every_n_epoch=1000, num_sanity_val_steps=0)
+                    check_val_every_n_epoch=1000, num_sanity_val_steps=0,
+                    default_root_dir=str(tmp_path))  # the predictions file goes under the trainer's root dir
     tr.fit(t, dm)
     acc = tr.test(t, dm, verbose=False)[0]["test/acc"]
     labels = dm.data["test"].labels
