@@ -88,6 +88,9 @@ def test_bert_folder_finetunes_race_and_a_different_vocab_is_refused(tmp_path, b
                    "data.max_qa_length=24", *SHORT, tmp_path=tmp_path)
     assert ok.returncode == 0, ok.stderr[-3000:]
     assert "test/acc" in ok.stdout
+    # by default prediction files go to <run dir>/predictions, next to config.yaml, whatever the loggers
+    (config,) = [p for p in (tmp_path / "outputs").glob("**/config.yaml") if ".hydra" not in p.parts]
+    assert (config.parent / "predictions" / "race_test.json").is_file()
 
     # same size, different token order: shapes fit but the text would map to the wrong embeddings
     tokens = (bert_dir / "vocab.txt").read_text(encoding="utf-8").splitlines()

@@ -108,8 +108,9 @@ class FinetuneTask(pl.LightningModule):
     def __init__(self, model: nn.Module, optimizer: Callable[..., torch.optim.Optimizer],
                  scheduler: Callable[..., dict] | None, monitor: str, monitor_mode: str, weight_decay: float,
                  layer_decay: float, layer_decay_mode: str, summary_dropout: float, init_from: str | None,
-                 require_pretrained: bool = False) -> None:
+                 require_pretrained: bool = False, prediction_dir: str | None = None) -> None:
         super().__init__()
+        self.prediction_dir = prediction_dir
         if require_pretrained and not init_from:
             raise ConfigError("this preset finetunes a pretrained model: set task.init_from=<HF XLNet/BERT folder or "
                               "genlab .ckpt> and data.tokenizer=<that folder, or the .ckpt's SentencePiece .model> (or "
@@ -133,6 +134,13 @@ class FinetuneTask(pl.LightningModule):
             fix = self.pretrained_identity.get("tokenizer_source", "the pretraining SentencePiece .model file")
             raise CheckpointError(f"task.init_from was pretrained with tokenizer {saved} but the data uses {current}; "
                                   f"set data.tokenizer={fix} (the checkpoint's own tokenizer).")
+
+    def predictions_dir(self) -> Path:
+        """Where prediction files go: ``task.prediction_dir``, else ``<run dir>/predictions`` (the trainer's root,
+        so the place does not depend on which logger is first)."""
+        out = Path(self.prediction_dir or Path(self.trainer.default_root_dir) / "predictions")
+        out.mkdir(parents=True, exist_ok=True)
+        return out
 
     def configure_optimizers(self):
         probe = self.optimizer_factory([torch.zeros(1, requires_grad=True)])  # read the configured lr

@@ -4,7 +4,7 @@
 Metrics per dev split with the task's official metric (genlab.metrics.glue_metrics); the first dev split logs as
 ``valid/<metric>``, MNLI-mismatched as ``valid/mm/<metric>``. In ``test`` the labelled dev splits are scored again
 (GLUE test labels are hidden) and the unlabelled GLUE test files, when present, are written in the GLUE submission
-format to ``prediction_dir`` (default: ``<trainer log dir>/predictions``).
+format to ``prediction_dir`` (default: ``<run dir>/predictions``).
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ class SequenceClassificationTask(FinetuneTask):
                  layer_decay_mode: str = "lr_groups", summary_dropout: float = 0.1, init_from: str | None = None,
                  require_pretrained: bool = False, prediction_dir: str | None = None) -> None:
         super().__init__(model, optimizer, scheduler, monitor, monitor_mode, weight_decay, layer_decay,
-                         layer_decay_mode, summary_dropout, init_from, require_pretrained)
-        self.n_labels, self.metric, self.prediction_dir = n_labels, metric, prediction_dir
+                         layer_decay_mode, summary_dropout, init_from, require_pretrained, prediction_dir)
+        self.n_labels, self.metric = n_labels, metric
         self.head = ClassificationHead(self.backbone.d_model, n_labels)
         classification_metrics(metric, n_labels)  # validate the name now
         self.metrics = nn.ModuleDict()
@@ -98,6 +98,6 @@ class SequenceClassificationTask(FinetuneTask):
         dm = getattr(self.trainer, "datamodule", None)
         if not self._predictions or dm is None or not hasattr(dm, "write_predictions"):
             return
-        out = Path(self.prediction_dir or Path(self.trainer.log_dir or self.trainer.default_root_dir) / "predictions")
+        out = self.predictions_dir()
         for name, parts in self._predictions.items():
             dm.write_predictions(name, torch.cat(parts).tolist(), out)

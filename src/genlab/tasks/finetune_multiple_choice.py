@@ -2,7 +2,7 @@
 (XLNet: ``<cls>`` last, tanh projection, dropout) and scored by ``Linear(d, 1)``; softmax over the options, CE loss.
 Accuracy is logged over all questions and on the Middle / High subsets (``<stage>/acc``, ``/acc_middle``,
 ``/acc_high``). In ``test``, batches that carry question ids (``qid``, as RaceDataModule's do) are also written to
-``<prediction_dir>/race_<split>.json`` (default ``<trainer log dir>/predictions``): per question id the predicted
+``<prediction_dir>/race_<split>.json`` (default ``<run dir>/predictions``): per question id the predicted
 letter and the 4 option probabilities, ``{"<qid>": {"answer": "B", "probs": [pA, pB, pC, pD]}}``."""
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ class MultipleChoiceTask(FinetuneTask):
                  layer_decay_mode: str = "lr_groups", summary_dropout: float = 0.1, init_from: str | None = None,
                  require_pretrained: bool = False, prediction_dir: str | None = None) -> None:
         super().__init__(model, optimizer, scheduler, monitor, monitor_mode, weight_decay, layer_decay,
-                         layer_decay_mode, summary_dropout, init_from, require_pretrained)
-        self.n_choices, self.prediction_dir = n_choices, prediction_dir
+                         layer_decay_mode, summary_dropout, init_from, require_pretrained, prediction_dir)
+        self.n_choices = n_choices
         self._predictions: dict[str, dict] = {}  # test predictions of this rank, by question id
         self.head = MultipleChoiceHead(self.backbone.d_model)
         self.acc = nn.ModuleDict({f"{stage}_{s}": MeanMetric() for stage in ("valid", "test") for s in SUBSETS})
@@ -90,8 +90,7 @@ class MultipleChoiceTask(FinetuneTask):
         return {qid: entry for part in parts for qid, entry in part.items()}
 
     def write_predictions(self, predictions: dict[str, dict], split: str) -> Path:
-        out = Path(self.prediction_dir or Path(self.trainer.log_dir or self.trainer.default_root_dir) / "predictions")
-        out.mkdir(parents=True, exist_ok=True)
+        out = self.predictions_dir()
         path = out / f"race_{split}.json"
         path.write_text(json.dumps(predictions, indent=1))
         return path
