@@ -20,7 +20,7 @@ FAST = ("cola", "sst2", "mnli", "rte")
 SLOW = ("mrpc", "qqp", "stsb", "qnli", "wnli")
 CASES = [(t, a) for t in FAST for a in ("xlnet", "bert")] + [
     pytest.param(t, a, marks=pytest.mark.slow) for t in SLOW for a in ("xlnet", "bert")]
-# dev metric -> margin over the baseline (seed-0 runs here; seeds 0-2 in experiments/xlnet_finetune/README.md)
+# dev metric -> margin over the baseline (seed-0 runs here; seeds 0-2 in experiments/xlnet_glue/README.md)
 MARGIN = {"acc": 0.10, "mcc": 0.3, "pearson": 0.1}
 SLOW_MARGIN = 0.05  # xlnet_mrpc_mini measured 58 % after its 800 steps (README)
 SST2_MARGIN = 0.0  # 40 dev sentences, 140 human-labelled training sentences, from scratch: the hard case (README)
