@@ -128,9 +128,21 @@ def test_cloze_minis_labels_are_generated_and_consistent():
         assert "_" in qa["question"]
         for a in qa["answers"]:
             assert ctx[a["answer_start"]:a["answer_start"] + len(a["text"])] == a["text"]
-    t1, _ = squad_cloze_data(n_paragraphs=60, with_impossible=False)
+    t1, d1 = squad_cloze_data(n_paragraphs=60, with_impossible=False)
     assert all(qa["answers"] for art in t1 for p in art["paragraphs"] for qa in p["qas"])
     json.dumps(train)
+    # several questions per paragraph; dev held out by paragraph; 1.1 and 2.0 minis hold the same questions
+    contexts = {name: {p["context"] for art in d for p in art["paragraphs"]} for name, d in (("t", train), ("d", dev))}
+    assert len(qas) > 2 * sum(map(len, contexts.values())) and not contexts["t"] & contexts["d"]
+    questions = {qa["id"]: qa["question"] for d in (train, dev) for art in d for p in art["paragraphs"] for qa in p["qas"]}
+    assert questions == {qa["id"]: qa["question"] for d in (t1, d1) for art in d for p in art["paragraphs"]
+                         for qa in p["qas"]}
+    # an unanswerable question sits on another paragraph of its own split, one without its sentence
+    for ctx, qa in qas:
+        if qa["is_impossible"]:
+            before, _, after = qa["question"].partition("_")
+            assert before + qa["plausible_answers"][0]["text"] + after not in ctx
+            assert ctx in contexts["d" if qa["id"].startswith("cloze-dev") else "t"]
 
 
 def test_tokenize_paragraph_char_spans_cover_words(dm):

@@ -165,8 +165,9 @@ def mini_vocab(tmp_path_factory):
 
 
 def test_mini_answers_round_trip_through_wordpiece_windows(tmp_path, mini_vocab):
+    # windows of 37 context pieces every 12: a 25-piece overlap holds the longest answer (a 22-piece word)
     dm = SquadDataModule("2.0", source="mini", cache_dir=str(tmp_path), tokenizer=str(mini_vocab), layout="bert",
-                         max_seq_len=64, doc_stride=24, max_query_length=24)
+                         max_seq_len=64, doc_stride=12, max_query_length=24)
     dm.setup("fit")
     assert isinstance(dm.tokenizer, WordPieceTokenizer) and dm.identity()["tokenizer"] == dm.tokenizer.identity
     f = dm.train_features()

@@ -131,11 +131,12 @@ IMDB_MINI = DatasetSpec("imdb_mini", ("imdb.vocab",), build_mini=build_imdb_mini
 
 
 # ------------------------------------------------------------------------------------------------ SQuAD cloze
-def _cloze(paragraph: str, max_words: int | None = None) -> tuple[str, str, int] | None:
-    """(question, answer, answer_start): a sentence (>= 8 words, at most ``max_words`` so that a truncated question
-    keeps its blank) of the paragraph with its longest word blanked as ``_``."""
+def _clozes(paragraph: str, max_words: int | None = None) -> list[tuple[str, str, int]]:
+    """(question, answer, answer_start) for every sentence of the paragraph with >= 8 words (at most ``max_words``,
+    so that a truncated question keeps its blank): the sentence with its longest word blanked as ``_``."""
     from genlab.data.pretrain_corpus import split_sentences
 
+    out = []
     for sentence in split_sentences(paragraph):
         words = [w for w in re.findall(r"[A-Za-z]{5,}", sentence)]
         n_words = len(sentence.split())
@@ -146,31 +147,46 @@ def _cloze(paragraph: str, max_words: int | None = None) -> tuple[str, str, int]
         if at is None:
             continue
         start = paragraph.find(sentence) + at.start()
-        return sentence[:at.start()] + "_" + sentence[at.end():], answer, start
-    return None
+        out.append((sentence[:at.start()] + "_" + sentence[at.end():], answer, start))
+    return out
 
 
-def squad_cloze_data(n_paragraphs: int = 600, with_impossible: bool = True) -> tuple[list[dict], list[dict]]:
-    """(train ``data``, dev ``data``) in the SQuAD JSON layout. Labels are GENERATED (cloze): the question is a
-    sentence of the Wikipedia paragraph with one word blanked; the answer is that word at its offset. With
-    ``with_impossible`` every third question is attached to another paragraph instead (``is_impossible``)."""
+def _cloze(paragraph: str, max_words: int | None = None) -> tuple[str, str, int] | None:
+    """The paragraph's first cloze question (see ``_clozes``), or None."""
+    found = _clozes(paragraph, max_words)
+    return found[0] if found else None
+
+
+def squad_cloze_data(n_paragraphs: int | None = None, with_impossible: bool = True,
+                     dev_every: int = 10) -> tuple[list[dict], list[dict]]:
+    """(train ``data``, dev ``data``) in the SQuAD JSON layout. Labels are GENERATED (cloze): every qualifying
+    sentence of a Wikipedia paragraph (150-700 characters, the first ``n_paragraphs`` or all of the excerpt) gives one
+    question, that sentence with its longest word blanked; the answer is that word at its offset. Every
+    ``dev_every``-th paragraph goes to dev with all its questions (no dev paragraph in train). With
+    ``with_impossible`` every third question of a split is attached to another paragraph of the same split instead
+    (``is_impossible``, the word as ``plausible_answers`` at its offset in its own paragraph). Question ids are the
+    same with and without it, so the 1.1 and 2.0 minis hold the same questions."""
     from genlab.data.wiki_excerpt import excerpt_articles
 
     paras = [p for a in excerpt_articles() for p in a.paragraphs() if 150 < len(p) < 700][:n_paragraphs]
-    items = [(p, c) for p in paras if (c := _cloze(p)) is not None]
-    train, dev = [], []
-    for i, (para, (question, answer, start)) in enumerate(items):
-        qa: dict[str, Any] = {"id": f"cloze{i:05d}", "question": question}
-        context = para
-        if with_impossible and i % 3 == 2:
-            context = items[(i + len(items) // 2) % len(items)][0]
-            qa.update(answers=[], is_impossible=True, plausible_answers=[{"text": answer, "answer_start": start}])
-        else:
-            qa.update(answers=[{"text": answer, "answer_start": start}])
-            if with_impossible:
-                qa["is_impossible"] = False
-        (dev if i % 5 == 0 else train).append({"title": f"cloze{i}", "paragraphs": [{"context": context, "qas": [qa]}]})
-    return train, dev
+    splits = ([p for j, p in enumerate(paras) if j % dev_every != 0], paras[::dev_every])
+    out = []
+    for name, split in zip(("train", "dev"), splits):
+        qas: list[list[dict]] = [[] for _ in split]
+        questions = [(j, c) for j, para in enumerate(split) for c in _clozes(para)]
+        for k, (j, (question, answer, start)) in enumerate(questions):
+            qa: dict[str, Any] = {"id": f"cloze-{name}{k:05d}", "question": question}
+            if with_impossible and k % 3 == 2:
+                j = (j + len(split) // 2) % len(split)  # a paragraph of the same split, far from the source
+                qa.update(answers=[], is_impossible=True, plausible_answers=[{"text": answer, "answer_start": start}])
+            else:
+                qa.update(answers=[{"text": answer, "answer_start": start}])
+                if with_impossible:
+                    qa["is_impossible"] = False
+            qas[j].append(qa)
+        out.append([{"title": f"cloze-{name}{j}", "paragraphs": [{"context": para, "qas": q}]}
+                    for j, (para, q) in enumerate(zip(split, qas)) if q])
+    return out[0], out[1]
 
 
 def build_squad_mini(root: Path, version: str) -> None:
@@ -180,10 +196,10 @@ def build_squad_mini(root: Path, version: str) -> None:
 
 
 SQUAD1_MINI = DatasetSpec("squad1_cloze_mini", ("train-v1.1.json", "dev-v1.1.json"),
-                          build_mini=lambda root: build_squad_mini(root, "1.1"),
+                          build_mini=lambda root: build_squad_mini(root, "1.1"), mini_version="2",
                           notes="SQuAD 1.1 layout, cloze questions GENERATED from the gensim Wikipedia excerpt")
 SQUAD2_MINI = DatasetSpec("squad2_cloze_mini", ("train-v2.0.json", "dev-v2.0.json"),
-                          build_mini=lambda root: build_squad_mini(root, "2.0"),
+                          build_mini=lambda root: build_squad_mini(root, "2.0"), mini_version="2",
                           notes="SQuAD 2.0 layout, cloze questions GENERATED; every third unanswerable")
 
 
