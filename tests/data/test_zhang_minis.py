@@ -113,3 +113,15 @@ def test_datamodule_reads_each_mini_offline(name, tmp_path):
     assert dm.n_labels == ds.n_classes
     assert (len(dm.splits["train"]), len(dm.splits["test"])) == SIZES[name]
     assert sorted(set(dm.splits["test"].labels.tolist())) == list(range(ds.n_classes))
+
+
+@pytest.mark.parametrize("name", sorted(docs.DATASETS))
+def test_each_mini_preset_pair_reads_its_own_mini_on_one_schedule(name, compose_cfg):
+    xlnet, bert = (compose_cfg([f"experiment={arch}_{name}_mini"]) for arch in ("xlnet", "bert"))
+    for cfg in (xlnet, bert):
+        assert (cfg.data.task, cfg.data.source) == (name, "mini")
+        assert cfg.task.n_labels == docs.get_dataset(name).n_classes
+    schedule = ("max_steps", "val_check_interval", "gradient_clip_val")
+    assert [xlnet.trainer[k] for k in schedule] == [bert.trainer[k] for k in schedule]
+    assert xlnet.task.optimizer.lr == bert.task.optimizer.lr
+    assert xlnet.task.scheduler.warmup_steps == bert.task.scheduler.warmup_steps
