@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from genlab.data.finetune_datamodule import CLS_ID, SEP_ID
-from genlab.data.finetune_minis import build_race_mini
 from genlab.data.race import check_unique_ids, encode_question, qa_text, read_race
+from genlab.data.race_mini import build_race_mini
 from genlab.errors import DataError
 
 
@@ -97,6 +97,23 @@ def test_race_mini_layout_and_generated_labels(tmp_path):
         assert "_" in q.question and q.options[q.label].lower() in q.article.lower()
         assert all(o.lower() not in q.article.lower() for i, o in enumerate(q.options) if i != q.label)
     assert "generated" in (tmp_path / "README.mini").read_text()
+
+
+def test_race_mini_full_build_splits_by_article_balanced_letters(tmp_path):
+    """The whole mini: several questions per file, no article in two splits, dev/test large enough that one
+    question is under 1 point, answer letters balanced in every split, middle and high in every split."""
+    build_race_mini(tmp_path)
+    articles = {}
+    for split in ("train", "dev", "test"):
+        qs = read_race(tmp_path, split)
+        assert len(qs) >= (1500 if split == "train" else 150), (split, len(qs))
+        counts = np.bincount([q.label for q in qs], minlength=4)
+        assert counts.max() - counts.min() <= 1, (split, counts)
+        assert {q.level for q in qs} == {0, 1}
+        articles[split] = {q.article for q in qs}
+        assert len(qs) > 1.2 * len(articles[split])  # several questions per article
+    assert not (articles["train"] & articles["dev"] or articles["train"] & articles["test"]
+                or articles["dev"] & articles["test"])
 
 
 def test_missing_option_list_null_option_or_missing_key_name_the_file(tmp_path):

@@ -1,5 +1,6 @@
 """Offline finetuning minis written in the benchmarks' own formats (CONTRIBUTING: mini tier). The GLUE minis with
-generated labels (CoLA, MRPC, QQP, STS-B, MNLI + AX, QNLI, RTE, WNLI) are in ``genlab.data.glue_minis``.
+generated labels (CoLA, MRPC, QQP, STS-B, MNLI + AX, QNLI, RTE, WNLI) are in ``genlab.data.glue_minis``, the cloze
+RACE mini in ``genlab.data.race_mini``.
 
 * ``sst2_mini`` — SST-2 TSV layout from gensim's ``pang_lee_polarity.cor``: 200 real movie-review sentences with
   their **human** polarity labels (100 neg / 100 pos). Split deterministically (every 5th sentence of each class
@@ -201,37 +202,3 @@ SQUAD1_MINI = DatasetSpec("squad1_cloze_mini", ("train-v1.1.json", "dev-v1.1.jso
 SQUAD2_MINI = DatasetSpec("squad2_cloze_mini", ("train-v2.0.json", "dev-v2.0.json"),
                           build_mini=lambda root: build_squad_mini(root, "2.0"), mini_version="2",
                           notes="SQuAD 2.0 layout, cloze questions GENERATED; every third unanswerable")
-
-
-# ------------------------------------------------------------------------------------------------ RACE cloze
-def build_race_mini(root: Path, n_paragraphs: int = 500) -> None:
-    """RACE folder/JSON layout with GENERATED labels: article = a Wikipedia paragraph, question = one of its
-    sentences with the longest word blanked, options = that word + 3 long words taken from OTHER paragraphs (so a
-    reader that checks the options against the article can answer; answer letters balanced A-D). Paragraphs under
-    400 characters go to ``middle``, longer ones to ``high``."""
-    from genlab.data.wiki_excerpt import excerpt_articles
-
-    paras = [p for a in excerpt_articles() for p in a.paragraphs() if 200 < len(p) < 900][:n_paragraphs]
-    pool = sorted({w for p in paras for w in re.findall(r"[A-Za-z]{7,}", p)})
-    for i, para in enumerate(paras):
-        cloze = _cloze(para, max_words=25)  # RACE keeps the LAST qa pieces: a long sentence would lose its blank
-        if cloze is None:
-            continue
-        question, answer, _ = cloze
-        lower = para.lower()
-        others = [w for w in pool[(i * 37) % len(pool):] + pool if w.lower() not in lower][:3]
-        k = (7 * i + i // 10) % 4  # answer letter balanced within every split (splits take i mod 10)
-        options = others[:k] + [answer] + others[k:]
-        split = "dev" if i % 10 == 0 else "test" if i % 10 == 1 else "train"
-        level = "middle" if len(para) < 400 else "high"
-        folder = root / split / level
-        folder.mkdir(parents=True, exist_ok=True)
-        obj = {"article": para, "questions": [question], "options": [options], "answers": ["ABCD"[k]],
-               "id": f"{level}{i}.txt"}
-        (folder / f"{i}.txt").write_text(json.dumps(obj), encoding="utf-8")
-    (root / "README.mini").write_text("Generated cloze RACE mini from the gensim Wikipedia excerpt; labels are "
-                                      "generated, not human.\n", encoding="utf-8")
-
-
-RACE_MINI = DatasetSpec("race_cloze_mini", ("README.mini",), build_mini=build_race_mini, mini_version="4",
-                        notes="RACE layout, cloze questions GENERATED from the gensim Wikipedia excerpt")

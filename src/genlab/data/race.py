@@ -143,7 +143,7 @@ class RaceDataModule(pl.LightningDataModule):
 
     def _spec(self) -> DatasetSpec:
         if self.source == "mini":
-            from genlab.data.finetune_minis import RACE_MINI
+            from genlab.data.race_mini import RACE_MINI
 
             return RACE_MINI
         from genlab.data.finetune_sources import race_spec
