@@ -2,6 +2,8 @@
 
 * no answer: every question answered "" (SQuAD 2.0: EM = F1 = the share of unanswerable questions);
 * first word: the paragraph's first word, always answering;
+* longest word: the paragraph's longest word (of 5+ letters), always answering, without reading the question. The
+  cloze answer is the longest word of its sentence, and each paragraph's longest word answers one of its questions;
 * string match: the question is a paragraph sentence with one word blanked, so matching the text around the
   blank finds the answer; no match -> no answer. What reading the paragraph literally reaches (a ceiling, not a
   model).
@@ -30,6 +32,11 @@ def first_word(ex: SquadExample) -> str:
     return ex.context.split()[0]
 
 
+def longest_word(ex: SquadExample) -> str:
+    words = re.findall(r"[A-Za-z]{5,}", ex.context)
+    return max(words, key=len) if words else ""
+
+
 def string_match(ex: SquadExample) -> str:
     before, _, after = ex.question.partition("_")
     hit = re.search(re.escape(before) + r"(\w+)" + re.escape(after), ex.context)
@@ -37,7 +44,8 @@ def string_match(ex: SquadExample) -> str:
 
 
 def scores(data: list[dict], examples: list[SquadExample]) -> dict[str, dict[str, float]]:
-    rules = {"no answer": lambda ex: "", "first word": first_word, "string match": string_match}
+    rules = {"no answer": lambda ex: "", "first word": first_word, "longest word": longest_word,
+             "string match": string_match}
     return {name: evaluate(data, {ex.qid: rule(ex) for ex in examples}) for name, rule in rules.items()}
 
 
