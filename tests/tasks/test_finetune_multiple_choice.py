@@ -59,18 +59,21 @@ def test_accuracy_all_middle_high():
     assert abs(res["test/acc_high"] - 3 / 4) < 1e-6    # high: 1 (wrong), 3, 4, 5
 
 
+@pytest.mark.slow
 def test_race_mini_trains_and_beats_majority_letter(tmp_path):
+    """The xlnet_race_mini recipe (lr 3e-4, 600 steps, T=192), final weights: > majority letter + 8 points on the
+    242 test questions (the training loss leaves ln 4 only after ~300 steps, hence slow: ~5 min on one core)."""
     from genlab.data.race import RaceDataModule
     from genlab.tasks.optim import warmup_linear
 
     pl.seed_everything(0)
-    dm = RaceDataModule(source="mini", cache_dir=str(tmp_path), vocab_size=2000, max_seq_len=128, max_qa_length=48,
+    dm = RaceDataModule(source="mini", cache_dir=str(tmp_path), vocab_size=2000, max_seq_len=192, max_qa_length=48,
                         batch_size=8, eval_batch_size=25)
     dm.setup("fit")
     m = XLNetLMHeadModel(dm.model_overrides()["vocab_size"], n_layer=2, d_model=64, n_head=4, d_head=16, d_inner=128)
-    t = MultipleChoiceTask(m, functools.partial(AdamWeightDecay, lr=1e-3),
-                           functools.partial(warmup_linear, warmup_steps=40, max_steps=300))
-    tr = pl.Trainer(max_steps=300, logger=False, enable_checkpointing=False, accelerator="cpu",
+    t = MultipleChoiceTask(m, functools.partial(AdamWeightDecay, lr=3e-4),
+                           functools.partial(warmup_linear, warmup_steps=40, max_steps=600))
+    tr = pl.Trainer(max_steps=600, logger=False, enable_checkpointing=False, accelerator="cpu",
                     enable_progress_bar=False, enable_model_summary=False, gradient_clip_val=1.0,
                     check_val_every_n_epoch=1000, num_sanity_val_steps=0,
                     default_root_dir=str(tmp_path))  # the predictions file goes under the trainer's root dir
@@ -141,11 +144,14 @@ def test_race_predictions_gathered_over_two_ddp_processes(tmp_path):
     dm = RaceDataModule(source="mini", cache_dir=str(tmp_path / "cache"), vocab_size=2000, max_seq_len=64,
                         max_qa_length=32, eval_batch_size=8)
     dm.setup("test")  # trains the tokenizer once, before the processes start
+    test = dm.data["test"]  # an odd number of questions, so the sampler pads rank 1 with a repeat
+    fields = (test.ids, test.seg, test.mask, test.labels, test.levels, test.qids)
+    dm.data["test"] = type(test)(*(x[:241] for x in fields))
     torch.manual_seed(0)
     m = XLNetLMHeadModel(dm.model_overrides()["vocab_size"], n_layer=1, d_model=32, n_head=4, d_head=8, d_inner=64)
     t = MultipleChoiceTask(m, functools.partial(AdamWeightDecay, lr=1e-3), None)
     files = {}
-    for devices, strategy in ((1, "auto"), (2, "ddp_spawn")):  # 37 test questions: the sampler pads rank 1
+    for devices, strategy in ((1, "auto"), (2, "ddp_spawn")):  # 241 questions: rank 1 gets a padded repeat
         t.prediction_dir = str(tmp_path / strategy)
         pl.Trainer(accelerator="cpu", devices=devices, strategy=strategy, logger=False, enable_checkpointing=False,
                    enable_progress_bar=False, enable_model_summary=False).test(t, dm, verbose=False)

@@ -1,9 +1,10 @@
 """Offline cloze RACE mini (CONTRIBUTING: mini tier) in RACE's folder/JSON layout, labels GENERATED (not human).
 
 Article = a Wikipedia paragraph of 150-400 characters from the gensim excerpt (short enough that the presets'
-192-piece window keeps it whole next to the question for 93-98 % of the questions); questions = up to ``per_article`` of its sentences, each with its longest word
-blanked; options = that word + 3 long words from OTHER paragraphs (none occurring in the article), so a reader that
-checks the options against the article answers every question. Several questions per file, as in real RACE.
+192-piece window keeps it whole next to the question for 93-98 % of the questions); questions = up to
+``per_article`` of its sentences, each with its longest word blanked; options = that word + 3 long words from OTHER
+paragraphs (none occurring in the article), so a reader that checks the options against the article answers every
+question. Several questions per file, as in real RACE.
 Splits are held out by article (every 10th paragraph to dev, the next to test, with all their questions); answer
 letters cycle A-D within each split, so each split is balanced; articles under ``middle_chars`` go to ``middle``,
 longer ones to ``high``.
