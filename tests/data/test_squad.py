@@ -134,9 +134,10 @@ def test_cloze_minis_labels_are_generated_and_consistent():
     # several questions per paragraph; dev held out by paragraph; 1.1 and 2.0 minis hold the same questions
     contexts = {name: {p["context"] for art in d for p in art["paragraphs"]} for name, d in (("t", train), ("d", dev))}
     assert len(qas) > 2 * sum(map(len, contexts.values())) and not contexts["t"] & contexts["d"]
-    questions = {qa["id"]: qa["question"] for d in (train, dev) for art in d for p in art["paragraphs"] for qa in p["qas"]}
-    assert questions == {qa["id"]: qa["question"] for d in (t1, d1) for art in d for p in art["paragraphs"]
-                         for qa in p["qas"]}
+    def questions(*splits):
+        return {qa["id"]: qa["question"] for d in splits for art in d for p in art["paragraphs"] for qa in p["qas"]}
+
+    assert questions(train, dev) == questions(t1, d1)
     # an unanswerable question sits on another paragraph of its own split, one without its sentence
     for ctx, qa in qas:
         if qa["is_impossible"]:
