@@ -152,12 +152,6 @@ def _clozes(paragraph: str, max_words: int | None = None) -> list[tuple[str, str
     return out
 
 
-def _cloze(paragraph: str, max_words: int | None = None) -> tuple[str, str, int] | None:
-    """The paragraph's first cloze question (see ``_clozes``), or None."""
-    found = _clozes(paragraph, max_words)
-    return found[0] if found else None
-
-
 def squad_cloze_data(n_paragraphs: int | None = None, with_impossible: bool = True,
                      dev_every: int = 10) -> tuple[list[dict], list[dict]]:
     """(train ``data``, dev ``data``) in the SQuAD JSON layout. Labels are GENERATED (cloze): every qualifying
