@@ -132,7 +132,7 @@ IMDB_MINI = DatasetSpec("imdb_mini", ("imdb.vocab",), build_mini=build_imdb_mini
 
 
 # ------------------------------------------------------------------------------------------------ SQuAD cloze
-def _clozes(paragraph: str, max_words: int | None = None) -> list[tuple[str, str, int]]:
+def cloze_questions(paragraph: str, max_words: int | None = None) -> list[tuple[str, str, int]]:
     """(question, answer, answer_start) for every sentence of the paragraph with >= 8 words (at most ``max_words``,
     so that a truncated question keeps its blank): the sentence with its longest word blanked as ``_``."""
     from genlab.data.pretrain_corpus import split_sentences
@@ -168,7 +168,7 @@ def squad_cloze_data(n_paragraphs: int | None = None, with_impossible: bool = Tr
     out = []
     for name, split in zip(("train", "dev"), splits):
         qas: list[list[dict]] = [[] for _ in split]
-        questions = [(j, c) for j, para in enumerate(split) for c in _clozes(para)]
+        questions = [(j, c) for j, para in enumerate(split) for c in cloze_questions(para)]
         for k, (j, (question, answer, start)) in enumerate(questions):
             qa: dict[str, Any] = {"id": f"cloze-{name}{k:05d}", "question": question}
             if with_impossible and k % 3 == 2:

@@ -40,7 +40,7 @@ def _distractors(pool: list[str], start: int, article: str, n: int = 3) -> list[
 def race_cloze_articles(min_chars: int = 150, max_chars: int = 400, per_article: int = 3,
                         n_paragraphs: int | None = None) -> list[tuple[int, str, dict]]:
     """(paragraph index, split, RACE JSON object without ``id``) per article that yields at least one question."""
-    from genlab.data.finetune_minis import _clozes
+    from genlab.data.finetune_minis import cloze_questions
     from genlab.data.wiki_excerpt import excerpt_articles
 
     paras = [p for a in excerpt_articles() for p in a.paragraphs() if min_chars < len(p) < max_chars][:n_paragraphs]
@@ -48,7 +48,7 @@ def race_cloze_articles(min_chars: int = 150, max_chars: int = 400, per_article:
     asked = {"train": 0, "dev": 0, "test": 0}  # questions so far per split: the answer letter cycles A-D
     out = []
     for i, para in enumerate(paras):
-        clozes = _clozes(para, max_words=25)[:per_article]  # RACE keeps the LAST qa pieces: long ones lose the blank
+        clozes = cloze_questions(para, max_words=25)[:per_article]  # RACE keeps the LAST qa pieces: long ones lose the blank
         if not clozes:
             continue
         split = _split_of(i)

@@ -36,6 +36,7 @@ from genlab.errors import ConfigError
 from genlab.nn.positional import relative_positions, sinusoid_table
 from genlab.nn.two_stream_attention import MASK_FILL, StreamContext, TwoStreamRelAttention
 
+
 def gelu_tanh(x: Tensor) -> Tensor:
     """The official XLNet GELU (HF "gelu_new"); a named function, not a lambda, so the model pickles (ddp_spawn)."""
     return F.gelu(x, approximate="tanh")
