@@ -3,6 +3,7 @@
 Layout of one run directory (written by the train entry point through these functions):
     config.yaml      resolved config            overrides.yaml   the Hydra task overrides of this run/trial
     run.json         experiment, git commit, environment, monitor, W&B run id, sweep position
+    spiece.model     pretraining runs: the SentencePiece model of their data (see ``keep_tokenizer``)
     metrics.json     status (finished|failed), final metrics, monitor value, best checkpoint, error
     checkpoints/     Lightning checkpoints (best + last)
 """
@@ -209,6 +210,20 @@ def write_run_metadata(cfg: DictConfig, output_dir: str | Path) -> None:
             "sweep_dir": OmegaConf.select(hydra_cfg, "sweep.dir", default=None),
         }
     write_json(out / RUN_FILE, info)
+
+
+def keep_tokenizer(datamodule: Any, output_dir: str | Path) -> None:
+    """Copy the data's tokenizer model into the run folder (rank 0, atomically) when the data module names one, so
+    a checkpoint of the run can be finetuned with ``data.tokenizer=<its .ckpt>`` even when the run trained its own
+    SentencePiece into the cache (``genlab.data.checkpoint_tokenizer.recorded_tokenizer`` finds it there)."""
+    from genlab.data.checkpoint_tokenizer import RUN_TOKENIZER
+
+    source = datamodule.sentencepiece_model() if hasattr(datamodule, "sentencepiece_model") else None
+    target = Path(output_dir) / RUN_TOKENIZER
+    if global_rank() != 0 or source is None or (target.is_file() and target.read_bytes() == source.read_bytes()):
+        return
+    with atomic_write(target) as f:
+        f.write(source.read_bytes())
 
 
 def update_run_info(output_dir: str | Path, **fields: Any) -> None:

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from genlab.data.checkpoint_tokenizer import load_tokenizer, special_ids, tokenizer_file
+from genlab.data.checkpoint_tokenizer import load_tokenizer, recorded_tokenizer, special_ids, tokenizer_file
 from genlab.data.pretrain_corpus import PieceTokenizer, train_tokenizer
 from genlab.data.wordpiece_tokenizer import WordPieceTokenizer
 from genlab.errors import DataError
@@ -140,3 +140,8 @@ def test_genlab_checkpoint_stands_for_the_tokenizer_its_run_recorded(tmp_path, v
     torch.save({"genlab": {"config": {"data": {"tokenizer": None}}}}, ckpt)
     with pytest.raises(DataError, match="trained its own SentencePiece"):
         load_tokenizer(ckpt)
+    # a run that trained its own SentencePiece keeps a copy in its folder (<run>/checkpoints/x.ckpt)
+    (tmp_path / "checkpoints").mkdir()
+    ckpt = ckpt.rename(tmp_path / "checkpoints" / "last.ckpt")
+    (tmp_path / "spiece.model").write_bytes(b"")
+    assert recorded_tokenizer(ckpt) == (str(tmp_path / "spiece.model"), False)

@@ -185,3 +185,28 @@ def test_presets_fit_the_published_checkpoints(tmp_path, name, preset, overrides
             tanh = instantiate(model_cfg, vocab_size=config["vocab_size"], ff_activation="gelu_tanh")
             with pytest.raises(CheckpointError, match="set model.ff_activation='gelu'"):
                 _check_hf_architecture(tanh, folder, interop.config_from_hf)
+
+
+def test_own_pretraining_run_finetunes_with_its_checkpoint_as_tokenizer(tmp_path):
+    """``experiment=xlnet_base_mini`` trains its own SentencePiece into the cache; the run keeps a copy in its folder,
+    so ``task.init_from=<run>/checkpoints/last.ckpt data.tokenizer=${task.init_from}`` finetunes on it, and a
+    finetuning run on another tokenizer is refused naming that override."""
+    pytest.importorskip("gensim", reason="pretrain_mini reads the Wikipedia excerpt inside the gensim wheel")
+    tiny = ["model.n_layer=1", "model.d_model=32", "model.n_head=2", "model.d_head=16", "model.d_inner=64"]
+    pre = run_train("experiment=xlnet_base_mini", *tiny, "trainer.max_steps=2", "trainer.limit_val_batches=1",
+                    "trainer.val_check_interval=2", "trainer.enable_progress_bar=false", "logger=csv",
+                    f"paths.output_dir={tmp_path / 'pre'}", tmp_path=tmp_path)
+    assert pre.returncode == 0, pre.stderr[-3000:]
+    ckpt = tmp_path / "pre" / "checkpoints" / "last.ckpt"
+    spm = tmp_path / "pre" / "spiece.model"
+    trained = list((tmp_path / "cache").rglob("*.model"))  # the SentencePiece the run trained into the cache
+    assert len(trained) == 1 and spm.read_bytes() == trained[0].read_bytes()
+
+    ok = run_train("experiment=xlnet_sst2_mini", f"task.init_from={ckpt}", "data.tokenizer=${task.init_from}",
+                   *tiny, *SHORT, tmp_path=tmp_path)
+    assert ok.returncode == 0, ok.stderr[-3000:]
+    assert "test/acc" in ok.stdout
+
+    bad = run_train("experiment=xlnet_sst2_mini", f"task.init_from={ckpt}", *tiny, *SHORT, tmp_path=tmp_path)
+    assert bad.returncode == 2  # data.tokenizer=null trains the mini's own SentencePiece (another vocabulary)
+    assert "vocabulary of" in bad.stderr and f"data.tokenizer={ckpt}" in bad.stderr

@@ -13,7 +13,7 @@ from genlab.callbacks.run_record import RunRecord
 from genlab.cli import build
 from genlab.cli.errors import guarded
 from genlab.cli.validate import validate_config
-from genlab.runs import write_final_metrics, write_run_metadata
+from genlab.runs import keep_tokenizer, write_final_metrics, write_run_metadata
 
 log = logging.getLogger("genlab")
 
@@ -33,6 +33,7 @@ def train(cfg: DictConfig) -> float:
     trainer = build.build_trainer(cfg, callbacks, build.build_loggers(cfg))
     if trainer.is_global_zero:
         write_run_metadata(cfg, out)
+        keep_tokenizer(datamodule, out)
     ckpt = build.resolve_checkpoint(cfg.get("ckpt_path"), out)
 
     trainer.fit(task, datamodule=datamodule, ckpt_path=ckpt)

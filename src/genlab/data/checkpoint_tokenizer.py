@@ -21,6 +21,7 @@ from genlab.data.wordpiece_tokenizer import WordPieceTokenizer
 from genlab.errors import DataError
 
 SENTENCEPIECE, WORDPIECE, TOKENIZER_JSON = "spiece.model", "vocab.txt", "tokenizer.json"
+RUN_TOKENIZER = "spiece.model"  # the copy of its SentencePiece model a pretraining run keeps in its folder
 
 
 class FinetuneTokenizer(Protocol):
@@ -64,10 +65,14 @@ def recorded_tokenizer(ckpt: Path) -> tuple[str, bool]:
     import torch
 
     data = torch.load(ckpt, map_location="cpu", weights_only=False).get("genlab", {}).get("config", {}).get("data", {})
-    if not data.get("tokenizer"):
-        raise DataError(f"data.tokenizer={ckpt}: the run that wrote this checkpoint trained its own SentencePiece "
-                        "(its data.tokenizer was null); set data.tokenizer= to that .model file (in its cache_dir).")
-    return str(data["tokenizer"]), bool(data.get("lower", False))
+    if data.get("tokenizer"):
+        return str(data["tokenizer"]), bool(data.get("lower", False))
+    for run_dir in (ckpt.parent.parent, ckpt.parent):  # <run>/checkpoints/x.ckpt, or a .ckpt moved next to it
+        if (run_dir / RUN_TOKENIZER).is_file():  # the SentencePiece model the run trained, kept by train.py
+            return str(run_dir / RUN_TOKENIZER), bool(data.get("lower", False))
+    raise DataError(f"data.tokenizer={ckpt}: the run that wrote this checkpoint trained its own SentencePiece "
+                    f"(its data.tokenizer was null) and its run folder has no {RUN_TOKENIZER}; set data.tokenizer= "
+                    "to that .model file (in its cache_dir).")
 
 
 def load_tokenizer(path: str | os.PathLike, lower: bool = False) -> FinetuneTokenizer:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -273,6 +274,10 @@ class PretrainDataModule(pl.LightningDataModule):
 
     def identity(self) -> dict[str, Any]:
         return self.corpus.identity()
+
+    def sentencepiece_model(self) -> Path:
+        """The SentencePiece model the examples are encoded with (trained into the cache when data.tokenizer=null)."""
+        return self.corpus.tokenizer.model_file
 
     def _rank_world(self) -> tuple[int, int]:
         t = self.trainer

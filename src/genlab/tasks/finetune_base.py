@@ -39,12 +39,19 @@ def load_pretrained(model: nn.Module, init_from: str) -> dict[str, Any]:
         state = {k[len("model."):]: v for k, v in ckpt.get("state_dict", {}).items() if k.startswith("model.")}
         if not state:
             raise CheckpointError(f"task.init_from={init_from}: the checkpoint holds no model.* weights.")
+        # data.tokenizer=<the .ckpt> stands for the run's own tokenizer (genlab.data.checkpoint_tokenizer)
+        identity = {"tokenizer_source": str(path), **ckpt.get("genlab", {}).get("data_identity", {})}
+        theirs, ours = identity.get("vocab_size"), _arch(model).get("vocab_size")
+        if theirs is not None and ours is not None and theirs != ours:
+            raise CheckpointError(f"task.init_from={init_from} has a vocabulary of {theirs} tokens but the data's "
+                                  f"tokenizer has {ours}; finetune on the checkpoint's own tokenizer: "
+                                  f"data.tokenizer={path}.")
         try:
             model.load_state_dict(state, strict=True)
         except RuntimeError as err:
             raise CheckpointError(f"task.init_from={init_from} does not match the model config ({err}); use the "
                                   "model= preset the checkpoint was pretrained with.") from err
-        return dict(ckpt.get("genlab", {}).get("data_identity", {}))
+        return identity
     if isinstance(model, (XLNetLMHeadModel, XLNetModel)):
         from genlab.interop import hf_xlnet as interop
     elif isinstance(model, BertForPretraining):
@@ -75,6 +82,12 @@ ARCH_KEYS = {"xlnet": ("vocab_size", "n_layer", "d_model", "n_head", "d_head", "
                       "layer_norm_eps")}
 
 
+def _arch(model: nn.Module) -> dict[str, Any]:
+    """The constructor arguments a BERT or XLNet model records (empty for other backbones)."""
+    inner = model.transformer if isinstance(model, XLNetLMHeadModel) else model
+    return dict(getattr(inner, "arch", {}))
+
+
 def _check_hf_architecture(model: nn.Module, path: Path, config_from_hf: Callable[[dict], dict]) -> None:
     """Shapes are checked by the strict import; this names the config keys to set, and catches what shapes
     cannot (the GELU variant, LayerNorm eps)."""
@@ -87,10 +100,7 @@ def _check_hf_architecture(model: nn.Module, path: Path, config_from_hf: Callabl
         theirs = config_from_hf(json.loads(config.read_text()))
     except CheckpointError as err:
         raise CheckpointError(f"task.init_from={path}: {err}") from err
-    if isinstance(model, BertForPretraining):
-        ours, keys = model.arch, ARCH_KEYS["bert"]
-    else:
-        ours, keys = (model.transformer if isinstance(model, XLNetLMHeadModel) else model).arch, ARCH_KEYS["xlnet"]
+    ours, keys = _arch(model), ARCH_KEYS["bert" if isinstance(model, BertForPretraining) else "xlnet"]
     if theirs["vocab_size"] != ours["vocab_size"]:
         shipped = _shipped_tokenizer(path) or "<the checkpoint's spiece.model / vocab.txt>"
         raise CheckpointError(f"task.init_from={path} has a vocabulary of {theirs['vocab_size']} tokens but the data's "
