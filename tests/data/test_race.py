@@ -101,7 +101,8 @@ def test_race_mini_layout_and_generated_labels(tmp_path):
 
 def test_race_mini_full_build_splits_by_article_balanced_letters(tmp_path):
     """The whole mini: several questions per file, no article in two splits, dev/test large enough that one
-    question is under 1 point, answer letters balanced in every split, middle and high in every split."""
+    question is under 1 point, answer letters balanced in every split, middle and high in every split, and no
+    options-only cue (longest, shortest or capitalised option) above chance + 7 points."""
     build_race_mini(tmp_path)
     articles = {}
     for split in ("train", "dev", "test"):
@@ -112,6 +113,9 @@ def test_race_mini_full_build_splits_by_article_balanced_letters(tmp_path):
         assert {q.level for q in qs} == {0, 1}
         articles[split] = {q.article for q in qs}
         assert len(qs) > 1.2 * len(articles[split])  # several questions per article
+        for cue in (len, lambda o: -len(o), lambda o: o[0].isupper()):  # the options' form says nothing
+            hits = sum(max(range(4), key=lambda i: cue(q.options[i])) == q.label for q in qs)
+            assert hits / len(qs) < 0.32, (split, hits / len(qs))
     assert not (articles["train"] & articles["dev"] or articles["train"] & articles["test"]
                 or articles["dev"] & articles["test"])
 
