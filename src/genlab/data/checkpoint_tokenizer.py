@@ -21,7 +21,7 @@ from genlab.data.wordpiece_tokenizer import WordPieceTokenizer
 from genlab.errors import DataError
 
 SENTENCEPIECE, WORDPIECE, TOKENIZER_JSON = "spiece.model", "vocab.txt", "tokenizer.json"
-RUN_TOKENIZER = "spiece.model"  # the copy of its SentencePiece model a pretraining run keeps in its folder
+RUN_TOKENIZER = SENTENCEPIECE  # a pretraining run's copy of its SentencePiece model; data.tokenizer=<run dir> works
 
 
 class FinetuneTokenizer(Protocol):

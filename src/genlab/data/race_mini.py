@@ -58,6 +58,11 @@ def completion_cloze(paragraph: str, max_words: int = 25) -> tuple[str, str] | N
     return None
 
 
+def _kind(answer: str) -> str | bool:
+    """Distractor pool of an answer: completions apart, words by capitalisation."""
+    return "completion" if " " in answer else answer[0].isupper()
+
+
 def race_cloze_articles(min_chars: int = 150, max_chars: int = 400, per_article: int = 3,
                         n_paragraphs: int | None = None) -> list[tuple[int, str, dict]]:
     """(paragraph index, split, RACE JSON object without ``id``) per article that yields at least one question."""
@@ -69,11 +74,10 @@ def race_cloze_articles(min_chars: int = 150, max_chars: int = 400, per_article:
     questions = {i: [(q, a) for q, a, _ in cloze_questions(p, max_words=25)[:per_article]]
                     + [c for c in [completion_cloze(p)] if c] for i, p in enumerate(paras)}
     # distractor pools: the split's answers by kind (word: by capitalisation, which must not give the answer away)
-    kind = (lambda a: "completion" if " " in a else a[0].isupper())
     pools: dict = {}
     for i, qs in questions.items():
         for _, a in qs:
-            pools.setdefault((_split_of(i), kind(a)), set()).add(a)
+            pools.setdefault((_split_of(i), _kind(a)), set()).add(a)
     pools = {key: sorted(words) for key, words in pools.items()}
     asked = {"train": 0, "dev": 0, "test": 0}  # questions so far per split: the answer letter cycles A-D
     out = []
@@ -85,8 +89,8 @@ def race_cloze_articles(min_chars: int = 150, max_chars: int = 400, per_article:
         for question, answer in questions[i]:
             k = asked[split] % 4
             asked[split] += 1
-            first = pools[split, kind(answer)]  # a word answer falls back on the other capitalisation
-            rest = [] if kind(answer) == "completion" else [pools.get((split, not kind(answer)), [])]
+            first = pools[split, _kind(answer)]  # a word answer falls back on the other capitalisation
+            rest = [] if _kind(answer) == "completion" else [pools.get((split, not _kind(answer)), [])]
             others = _distractors([first, *rest], 37 * (i * (per_article + 1) + len(obj["questions"])), para)
             obj["questions"].append(question)
             obj["options"].append(others[:k] + [answer] + others[k:])
