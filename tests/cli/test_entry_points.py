@@ -55,3 +55,11 @@ def test_train_then_eval_with_longer_memory_and_vocab_mismatch(tmp_path):
 
     missing = run("eval.py", f"ckpt_path={tmp_path}/none.ckpt", tmp_path=tmp_path)
     assert missing.returncode == 2 and "no such file" in missing.stderr
+
+
+def test_validation_interval_longer_than_an_epoch_exits_2_naming_the_fix(tmp_path):
+    result = run("train.py", "experiment=xlnet_sst2_mini", *TINY, "trainer.max_steps=4",
+                 "trainer.val_check_interval=1000", "trainer.check_val_every_n_epoch=1", tmp_path=tmp_path)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "trainer.val_check_interval=1000" in result.stderr
+    assert "trainer.check_val_every_n_epoch=null" in result.stderr

@@ -13,6 +13,7 @@ from genlab.callbacks.run_record import RunRecord
 from genlab.cli import build
 from genlab.cli.errors import guarded
 from genlab.cli.validate import validate_config
+from genlab.errors import ConfigError
 from genlab.runs import keep_tokenizer, write_final_metrics, write_run_metadata
 
 log = logging.getLogger("genlab")
@@ -36,7 +37,7 @@ def train(cfg: DictConfig) -> float:
         keep_tokenizer(datamodule, out)
     ckpt = build.resolve_checkpoint(cfg.get("ckpt_path"), out)
 
-    trainer.fit(task, datamodule=datamodule, ckpt_path=ckpt)
+    _fit(cfg, trainer, task, datamodule, ckpt)
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
     best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
     if cfg.get("test_after_fit") and not trainer.fast_dev_run and _has_test(datamodule):
@@ -47,6 +48,20 @@ def train(cfg: DictConfig) -> float:
         write_final_metrics(out, metrics, status="finished")
         _summary(cfg, metrics, out, best)
     return metrics.get(task.monitor, math.nan)
+
+
+def _fit(cfg: DictConfig, trainer: pl.Trainer, task: pl.LightningModule, datamodule: pl.LightningDataModule,
+         ckpt: str | None) -> None:
+    try:
+        trainer.fit(task, datamodule=datamodule, ckpt_path=ckpt)
+    except ValueError as err:  # Lightning checks the interval against the epoch only once the data loader exists
+        if "val_check_interval" not in str(err):
+            raise
+        raise ConfigError(
+            f"trainer.val_check_interval={cfg.trainer.get('val_check_interval')} counts batches within one epoch "
+            f"(trainer.check_val_every_n_epoch={cfg.trainer.get('check_val_every_n_epoch')}), and one epoch of this "
+            "data has fewer; set trainer.check_val_every_n_epoch=null to count optimiser steps across epochs, or a "
+            "smaller trainer.val_check_interval.") from err
 
 
 def _has_test(datamodule: pl.LightningDataModule) -> bool:
