@@ -54,6 +54,23 @@ def compose_config(overrides: list[str], run_dir: Path, config_name: str = "trai
     return cfg
 
 
+def train_preset(name: str, compose_cfg, cache_dir, root) -> tuple[dict[str, float], pl.LightningDataModule]:
+    """Train experiment ``name`` with seed 0 exactly as composed and test its final weights (no checkpoint chosen on
+    dev, no validation); prediction files go under ``root``. The test results of every split, merged."""
+    from genlab.cli.build import build_data, build_task
+
+    cfg = compose_cfg([f"experiment={name}", f"paths.cache_dir={cache_dir}", "seed=0"])
+    pl.seed_everything(cfg.seed, workers=True, verbose=False)
+    dm = build_data(cfg.data)
+    task = build_task(cfg, dm)
+    tr = pl.Trainer(default_root_dir=root, max_steps=cfg.trainer.max_steps, gradient_clip_val=cfg.trainer.gradient_clip_val,
+                    limit_val_batches=0, logger=False, enable_checkpointing=False, accelerator="cpu",
+                    enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0)
+    tr.fit(task, dm)
+    results = tr.test(task, dm, verbose=False)  # one dict per test split (MNLI: matched, then mismatched)
+    return {k: v for r in results for k, v in r.items()}, dm
+
+
 class PreemptAfterBatches(pl.Callback):
     """Simulates a preemption between micro-batches: after ``n`` training batches, save ``path`` and stop."""
 

@@ -18,6 +18,8 @@ from genlab.tasks.finetune_span import SpanExtractionTask
 from genlab.tasks.layerwise_lr import AdamWeightDecay
 from genlab.tasks.optim import warmup_linear
 
+from helpers import train_preset
+
 warnings.filterwarnings("ignore", category=UserWarning)
 
 
@@ -70,17 +72,6 @@ def test_bad_options():
 
 @pytest.mark.slow  # the preset's own 20,000 steps: about 35 minutes on one core
 def test_xlnet_squad2_mini_beats_no_answer_baseline(compose_cfg, tmp_path):
-    from genlab.cli.build import build_data, build_task
-
-    cfg = compose_cfg(["experiment=xlnet_squad2_mini", f"paths.cache_dir={tmp_path / 'c'}", "seed=0",
-                       f"task.prediction_dir={tmp_path / 'p'}"])
-    pl.seed_everything(cfg.seed, workers=True, verbose=False)
-    dm = build_data(cfg.data)
-    task = build_task(cfg, dm)
-    tr = pl.Trainer(default_root_dir=tmp_path, max_steps=cfg.trainer.max_steps, limit_val_batches=0,
-                    gradient_clip_val=cfg.trainer.gradient_clip_val, logger=False, enable_checkpointing=False,
-                    accelerator="cpu", enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0)
-    tr.fit(task, dm)
-    res = tr.test(task, dm, verbose=False)[0]  # the final weights: no checkpoint chosen on dev
+    res, dm = train_preset("xlnet_squad2_mini", compose_cfg, tmp_path / "c", tmp_path)  # final weights
     no_answer = evaluate(dm.dev_data, {e.qid: "" for e in dm.dev_examples})
     assert res["test/best_f1"] > no_answer["f1"] + 2, (res, no_answer)

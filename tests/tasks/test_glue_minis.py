@@ -8,9 +8,8 @@ import warnings
 
 import numpy as np
 import pytest
-import pytorch_lightning as pl
 
-from genlab.cli.build import build_data, build_task
+from helpers import train_preset
 
 warnings.filterwarnings("ignore", category=UserWarning)
 
@@ -29,19 +28,6 @@ SST2_MARGIN = 0.0  # 40 dev sentences, 140 human-labelled training sentences, fr
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory):
     return str(tmp_path_factory.mktemp("cache"))  # minis and tokenizers are shared by the xlnet/bert presets
-
-
-def train_preset(name: str, compose_cfg, cache: str, root) -> tuple[dict[str, float], pl.LightningDataModule]:
-    cfg = compose_cfg([f"experiment={name}", f"paths.cache_dir={cache}", "seed=0"])
-    pl.seed_everything(cfg.seed, workers=True, verbose=False)
-    dm = build_data(cfg.data)
-    task = build_task(cfg, dm)
-    tr = pl.Trainer(default_root_dir=root, max_steps=cfg.trainer.max_steps, gradient_clip_val=cfg.trainer.gradient_clip_val,
-                    limit_val_batches=0, logger=False, enable_checkpointing=False, accelerator="cpu",
-                    enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0)
-    tr.fit(task, dm)
-    results = tr.test(task, dm, verbose=False)  # one dict per dev split (MNLI: matched, then mismatched)
-    return {k: v for r in results for k, v in r.items()}, dm
 
 
 @pytest.mark.parametrize(("task", "arch"), CASES)
