@@ -17,6 +17,8 @@ from genlab.models.xlnet import XLNetLMHeadModel
 from genlab.tasks.finetune_multiple_choice import MultipleChoiceTask
 from genlab.tasks.layerwise_lr import AdamWeightDecay
 
+from helpers import train_preset
+
 warnings.filterwarnings("ignore", category=UserWarning)
 
 
@@ -59,33 +61,22 @@ def test_accuracy_all_middle_high():
     assert abs(res["test/acc_high"] - 3 / 4) < 1e-6    # high: 1 (wrong), 3, 4, 5
 
 
-@pytest.mark.slow  # the preset's 600 steps: about 3.5 minutes on one core
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="measured (experiments/xlnet_race/README.md): on the "
-                   "cue-free v6 mini the from-scratch 2-layer XLNet stays at chance (test 0.23 after 600 steps, dev "
-                   "0.25-0.29 over 3000); strict, so a recipe that learns to read turns this into a failure to fix")
-def test_race_mini_trains_and_beats_majority_letter(tmp_path):
-    """The xlnet_race_mini recipe (lr 3e-4, 600 steps, T=192), final weights: > majority letter + 8 points on the
-    367 test questions. Options never give the answer away on the v6 mini (tests/data/test_race.py), so passing
-    means the model reads the article."""
-    from genlab.data.race import RaceDataModule
-    from genlab.tasks.optim import warmup_linear
-
-    pl.seed_everything(0)
-    dm = RaceDataModule(source="mini", cache_dir=str(tmp_path), vocab_size=2000, max_seq_len=192, max_qa_length=48,
-                        batch_size=8, eval_batch_size=25)
-    dm.setup("fit")
-    m = XLNetLMHeadModel(dm.model_overrides()["vocab_size"], n_layer=2, d_model=64, n_head=4, d_head=16, d_inner=128)
-    t = MultipleChoiceTask(m, functools.partial(AdamWeightDecay, lr=3e-4),
-                           functools.partial(warmup_linear, warmup_steps=40, max_steps=600))
-    tr = pl.Trainer(max_steps=600, logger=False, enable_checkpointing=False, accelerator="cpu",
-                    enable_progress_bar=False, enable_model_summary=False, gradient_clip_val=1.0,
-                    check_val_every_n_epoch=1000, num_sanity_val_steps=0,
-                    default_root_dir=str(tmp_path))  # the predictions file goes under the trainer's root dir
-    tr.fit(t, dm)
-    acc = tr.test(t, dm, verbose=False)[0]["test/acc"]
+@pytest.mark.slow  # the preset's own 20,000 steps: about 2 hours on one core
+@pytest.mark.parametrize("preset", [
+    pytest.param("xlnet_race_mini", marks=pytest.mark.xfail(
+        strict=True, raises=AssertionError, reason="measured (experiments/xlnet_race/README.md): dev accuracy "
+        "0.32-0.37 from step 4,000 of 20,000, close to this bar; no full run checked against it yet")),
+    pytest.param("bert_race_mini", marks=pytest.mark.xfail(
+        strict=True, raises=AssertionError, reason="measured (experiments/xlnet_race/README.md): the from-scratch "
+        "2-layer BERT memorises the training questions and its dev accuracy stays at the majority letter")),
+])
+def test_race_mini_beats_majority_letter(preset, compose_cfg, tmp_path):
+    """The preset, seed 0, final weights: > majority letter + 8 points on the 367 test questions. Options never give
+    the answer away on the v6 mini (tests/data/test_race.py), so passing means the model reads the article."""
+    res, dm = train_preset(preset, compose_cfg, tmp_path / "c", tmp_path)
     labels = dm.data["test"].labels
     majority = max((labels == c).mean() for c in range(4))
-    assert acc > majority + 0.08, (acc, majority)
+    assert res["test/acc"] > majority + 0.08, (res["test/acc"], majority)
 
 
 def race_mini_run(tmp_path, max_steps):
