@@ -66,7 +66,7 @@ def test_accuracy_all_middle_high():
     "xlnet_race_mini",
     pytest.param("bert_race_mini", marks=pytest.mark.xfail(
         strict=True, raises=AssertionError, reason="measured (experiments/xlnet_race/README.md): the from-scratch "
-        "2-layer BERT memorises the training questions and its dev accuracy stays at the majority letter")),
+        "2-layer BERT memorises the training questions; dev 0.23-0.29 through 14,000 steps of a 20,000-step schedule")),
 ])
 def test_race_mini_beats_majority_letter(preset, compose_cfg, tmp_path):
     """The preset, seed 0, final weights: > majority letter + 8 points on the 367 test questions. Options never give
