@@ -69,12 +69,14 @@ def test_accuracy_all_middle_high():
         "2-layer BERT memorises the training questions; dev 0.23-0.29 through 14,000 steps of a 20,000-step schedule")),
 ])
 def test_race_mini_beats_majority_letter(preset, compose_cfg, tmp_path):
-    """The preset, seed 0, final weights: > majority letter + 8 points on the 367 test questions. Options never give
-    the answer away on the v6 mini (tests/data/test_race.py), so passing means the model reads the article."""
+    """The preset, seed 0, final weights: test accuracy more than 3 binomial SD above the majority letter (0.319 on
+    the 367 test questions; a reader at chance passes 0.1 % of the time). Options never give the answer away on the
+    v6 mini (tests/data/test_race.py), so passing means the model reads the article."""
     res, dm = train_preset(preset, compose_cfg, tmp_path / "c", tmp_path)
     labels = dm.data["test"].labels
     majority = max((labels == c).mean() for c in range(4))
-    assert res["test/acc"] > majority + 0.08, (res["test/acc"], majority)
+    bar = majority + 3 * (majority * (1 - majority) / len(labels)) ** 0.5
+    assert res["test/acc"] > bar, (res["test/acc"], bar)
 
 
 def race_mini_run(tmp_path, max_steps):
