@@ -70,7 +70,7 @@ def test_accuracy_all_middle_high():
 ])
 def test_race_mini_beats_majority_letter(preset, compose_cfg, tmp_path):
     """The preset, seed 0, final weights: test accuracy more than 3 binomial SD above the majority letter (0.319 on
-    the 367 test questions; a reader at chance passes 0.1 % of the time). Options never give the answer away on the
+    the 367 test questions; a reader at chance passes about 0.1 % of the time). Options never give the answer away on the
     v6 mini (tests/data/test_race.py), so passing means the model reads the article."""
     res, dm = train_preset(preset, compose_cfg, tmp_path / "c", tmp_path)
     labels = dm.data["test"].labels
