@@ -1,4 +1,5 @@
-"""Test session setup: one torch thread per xdist worker, offline, no W&B; the `compose_cfg` fixture."""
+"""Test session setup: one torch thread per xdist worker, offline, no W&B; the `compose_cfg` fixture; a summary of
+the scores that training tests record with ``record_property``."""
 
 from __future__ import annotations
 
@@ -33,3 +34,15 @@ def compose_cfg(tmp_path):
         return compose_config(overrides, tmp_path, config_name)
 
     return _compose
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Print what training tests measured (``record_property("test/acc", ...)``) whatever their outcome: a passing,
+    failing or xfailing slow run then documents its score (reports carry the properties across xdist workers)."""
+    rows = [(r.nodeid, r.user_properties) for reports in terminalreporter.stats.values() for r in reports
+            if getattr(r, "when", None) == "call" and getattr(r, "user_properties", None)]
+    if rows:
+        terminalreporter.section("measured scores")
+        for nodeid, props in sorted(rows):
+            values = ", ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in props)
+            terminalreporter.write_line(f"{nodeid}: {values}")

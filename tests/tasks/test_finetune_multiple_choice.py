@@ -68,7 +68,7 @@ def test_accuracy_all_middle_high():
         strict=True, raises=AssertionError, reason="measured (experiments/xlnet_race/README.md): the from-scratch "
         "2-layer BERT memorises the training questions; dev 0.23-0.29 through 14,000 steps of a 20,000-step schedule")),
 ])
-def test_race_mini_beats_majority_letter(preset, compose_cfg, tmp_path):
+def test_race_mini_beats_majority_letter(preset, compose_cfg, tmp_path, record_property):
     """The preset, seed 0, final weights: test accuracy more than 3 binomial SD above the majority letter (0.319 on
     the 367 test questions; a reader at chance passes about 0.1 % of the time). Options never give the answer away on the
     v6 mini (tests/data/test_race.py), so passing means the model reads the article."""
@@ -76,6 +76,8 @@ def test_race_mini_beats_majority_letter(preset, compose_cfg, tmp_path):
     labels = dm.data["test"].labels
     majority = max((labels == c).mean() for c in range(4))
     bar = majority + 3 * (majority * (1 - majority) / len(labels)) ** 0.5
+    record_property("test/acc", res["test/acc"])
+    record_property("bar", float(bar))
     assert res["test/acc"] > bar, (res["test/acc"], bar)
 
 

@@ -71,7 +71,9 @@ def test_bad_options():
 
 
 @pytest.mark.slow  # the preset's own 20,000 steps: about 35 minutes on one core
-def test_xlnet_squad2_mini_beats_no_answer_baseline(compose_cfg, tmp_path):
+def test_xlnet_squad2_mini_beats_no_answer_baseline(compose_cfg, tmp_path, record_property):
     res, dm = train_preset("xlnet_squad2_mini", compose_cfg, tmp_path / "c", tmp_path)  # final weights
     no_answer = evaluate(dm.dev_data, {e.qid: "" for e in dm.dev_examples})
+    record_property("test/best_f1", float(res["test/best_f1"]))
+    record_property("no_answer_f1", float(no_answer["f1"]))
     assert res["test/best_f1"] > no_answer["f1"] + 2, (res, no_answer)

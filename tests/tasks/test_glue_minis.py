@@ -31,8 +31,11 @@ def cache(tmp_path_factory):
 
 
 @pytest.mark.parametrize(("task", "arch"), CASES)
-def test_glue_mini_trains_and_beats_majority_class(task, arch, compose_cfg, cache, tmp_path):
+def test_glue_mini_trains_and_beats_majority_class(task, arch, compose_cfg, cache, tmp_path, record_property):
     res, dm = train_preset(f"{arch}_{task}_mini", compose_cfg, cache, tmp_path)  # predictions/ go to tmp_path
+    for key in ("test/pearson", "test/mcc", "test/acc", "test/mm/acc"):
+        if key in res:
+            record_property(key, float(res[key]))
     if task == "stsb":
         assert res["test/pearson"] > MARGIN["pearson"], res
         return
@@ -42,6 +45,7 @@ def test_glue_mini_trains_and_beats_majority_class(task, arch, compose_cfg, cach
     for split in dm.dev_splits:  # MNLI: matched and mismatched
         labels = dm.splits[split].labels
         majority = max(float(np.mean(labels == c)) for c in range(dm.n_labels))
+        record_property(f"{split}/majority", majority)
         acc = res[f"test/{'mm/' if split == 'dev_mismatched' else ''}acc"]
         margin = SST2_MARGIN if task == "sst2" else SLOW_MARGIN if task in SLOW else MARGIN["acc"]
         assert acc > majority + margin, (split, acc, majority)
