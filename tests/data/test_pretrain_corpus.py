@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from genlab.data.pretrain_corpus import (
-    PieceTokenizer, corpus_root, find_shards, load_pretrain_corpus, preprocess_text, tokenize_split, train_tokenizer,
+    PieceTokenizer, corpus_root, find_shards, load_pretrain_corpus, preprocess_text, split_sentences, tokenize_split,
+    train_tokenizer,
 )
 from genlab.data.xlnet_examples import EOD_ID
 from genlab.errors import DataError
@@ -116,3 +117,23 @@ def test_xlnet_base_without_a_corpus_says_how_to_point_at_one(compose_cfg):
     dm = instantiate(cfg.data)
     with pytest.raises(DataError, match=r"data\.path=/your/corpus.*data=pretrain_mini"):
         dm.prepare_data()
+
+
+def test_pretrain_mini_heldout_leaves_out_the_cloze_minis_eval_sentences_only(tmp_path):
+    """A model pretrained on pretrain_mini has read the sentences the cloze RACE/SQuAD minis test it on."""
+    pytest.importorskip("gensim", reason="pretrain_mini reads the Wikipedia excerpt inside the gensim wheel")
+    from genlab.data.pretrain_corpus import MINI_FILES, PRETRAIN_MINI, PRETRAIN_MINI_HELDOUT, cloze_eval_sentences
+    from genlab.data.race_mini import race_cloze_articles
+    from genlab.data.sources import locate
+
+    def lines(spec):
+        root = locate(spec, "mini", None, tmp_path)
+        return [line for f in MINI_FILES for line in (root / f).read_text().splitlines() if line]
+
+    full, heldout, held = lines(PRETRAIN_MINI), lines(PRETRAIN_MINI_HELDOUT), cloze_eval_sentences()
+    race_test = {s for _, split, obj in race_cloze_articles() if split == "test"
+                 for s in split_sentences(obj["article"])}
+    assert race_test <= held and race_test <= set(full)  # the leak this corpus exists for
+    assert not held & set(heldout)
+    assert heldout == [line for line in full if line not in held]  # nothing else changes
+    assert 0.7 * len(full) < len(heldout) < len(full)

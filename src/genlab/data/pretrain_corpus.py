@@ -194,13 +194,14 @@ def split_sentences(paragraph: str) -> list[str]:
     return [s.strip() for s in _SENTENCE_END.split(paragraph) if s.strip()]
 
 
-def build_pretrain_mini(root: Path) -> None:
-    """Every 20th article goes to valid, the rest round-robin over the train shards; one sentence per line."""
+def build_pretrain_mini(root: Path, drop: frozenset[str] = frozenset()) -> None:
+    """Every 20th article goes to valid, the rest round-robin over the train shards; one sentence per line; the
+    sentences in ``drop`` are left out."""
     from genlab.data.wiki_excerpt import iter_articles
 
     docs: dict[str, list[str]] = {f: [] for f in MINI_FILES}
     for k, art in enumerate(iter_articles()):
-        lines = [s for para in art.paragraphs() for s in split_sentences(para)]
+        lines = [s for para in art.paragraphs() for s in split_sentences(para) if s not in drop]
         if not lines:
             continue
         name = MINI_FILES[-1] if k % 20 == 19 else MINI_FILES[k % MINI_TRAIN_SHARDS]
@@ -210,10 +211,28 @@ def build_pretrain_mini(root: Path) -> None:
             f.write("\n".join(texts))
 
 
+def cloze_eval_sentences() -> frozenset[str]:
+    """Every sentence of the cloze RACE mini's dev and test articles and of the cloze SQuAD minis' dev paragraphs.
+    Those minis blank words of these very sentences, and they come from the same excerpt as ``pretrain_mini``."""
+    from genlab.data.finetune_minis import squad_cloze_data
+    from genlab.data.race_mini import race_cloze_articles
+
+    texts = [obj["article"] for _, split, obj in race_cloze_articles() if split != "train"]
+    texts += [p["context"] for art in squad_cloze_data(with_impossible=False)[1] for p in art["paragraphs"]]
+    return frozenset(s for text in texts for s in split_sentences(text))
+
+
 PRETRAIN_MINI = DatasetSpec(
     name="pretrain_mini", files=MINI_FILES, build_mini=build_pretrain_mini, mini_version="1",
     notes="106 Wikipedia articles from the gensim test data, BooksCorpus/Wikipedia plain-text format",
 )
+# For pretrain-then-finetune on the cloze minis: a model pretrained on pretrain_mini has read their test answers.
+PRETRAIN_MINI_HELDOUT = DatasetSpec(
+    name="pretrain_mini_heldout", files=MINI_FILES, mini_version="1",
+    build_mini=lambda root: build_pretrain_mini(root, drop=cloze_eval_sentences()),
+    notes="pretrain_mini without the sentences of the cloze RACE/SQuAD minis' dev and test texts",
+)
+MINI_CORPORA = {spec.name: spec for spec in (PRETRAIN_MINI, PRETRAIN_MINI_HELDOUT)}
 
 
 @dataclass
@@ -238,16 +257,17 @@ def load_pretrain_corpus(
     use_eod: bool = True,
     shard_seed: int = 0,
 ) -> PretrainCorpus:
-    """``corpus=pretrain_mini`` (offline) or ``text`` (``path`` = your shards). ``tokenizer=None`` trains a
-    SentencePiece model of ``vocab_size`` pieces on the training shards and caches it."""
+    """``corpus=pretrain_mini`` or ``pretrain_mini_heldout`` (offline) or ``text`` (``path`` = your shards).
+    ``tokenizer=None`` trains a SentencePiece model of ``vocab_size`` pieces on the training shards and caches it."""
     cache = Path(cache_dir).expanduser() if cache_dir else DEFAULT_CACHE
-    if corpus == "pretrain_mini":
-        root = locate(PRETRAIN_MINI, "mini", None, cache)
+    if corpus in MINI_CORPORA:
+        root = locate(MINI_CORPORA[corpus], "mini", None, cache)
         train_glob, valid_glob = "train/*.txt", "valid/*.txt"
     elif corpus == "text":
         root = corpus_root(path)
     else:
-        raise DataError(f"data.corpus={corpus!r} is unknown; use 'text' (with data.path=) or 'pretrain_mini'.")
+        raise DataError(f"data.corpus={corpus!r} is unknown; use 'text' (with data.path=) or one of "
+                        f"{sorted(MINI_CORPORA)}.")
     train_files = find_shards(root, train_glob, f"corpus {root} (data.train_glob)")
     valid_files = find_shards(root, valid_glob, f"corpus {root} (data.valid_glob)") if valid_glob else []
     train_files = [f for f in train_files if f not in set(valid_files)]

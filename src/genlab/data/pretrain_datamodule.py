@@ -207,8 +207,9 @@ class ChunkedPretrainBatches(Dataset):
 
 class PretrainDataModule(pl.LightningDataModule):
     """Pretraining batches for ``objective`` plm | dae | mlm on a plain-text corpus (``corpus=text`` with
-    ``path=``) or the offline ``pretrain_mini``. ``batch_size`` counts streams per device and micro-batch (even
-    with bi_data); with A accumulated micro-batches the global batch is ``batch_size * world_size * A`` streams.
+    ``path=``) or the offline ``pretrain_mini`` / ``pretrain_mini_heldout``. ``batch_size`` counts streams per device
+    and micro-batch (even with bi_data); with A accumulated micro-batches the global batch is
+    ``batch_size * world_size * A`` streams.
 
     Every objective is chunked the same way. PLM and DAE need it: their memory carries across steps of the same
     streams, so each chunk keeps its own. MLM (BERT) has no cross-batch state and would train correctly on
