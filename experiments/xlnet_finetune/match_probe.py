@@ -32,13 +32,13 @@ from genlab.models.xlnet import XLNetLMHeadModel
 FIRST_ID = 10  # ids below are specials (<cls> 3, <sep> 4, padding 0)
 
 
-def make_backbone(kind: str, vocab: int, layers: int, d_model: int) -> nn.Module:
+def make_backbone(kind: str, vocab: int, layers: int, d_model: int, init_std: float = 0.02) -> nn.Module:
     heads = 4
     if kind == "bert":
         return adapt(BertForPretraining(vocab_size=vocab, n_layer=layers, d_model=d_model, n_head=heads,
-                                        d_inner=2 * d_model))
+                                        d_inner=2 * d_model, init_std=init_std))
     return adapt(XLNetLMHeadModel(vocab_size=vocab, n_layer=layers, d_model=d_model, n_head=heads,
-                                  d_head=d_model // heads, d_inner=2 * d_model))
+                                  d_head=d_model // heads, d_inner=2 * d_model, init_std=init_std))
 
 
 def make_batch(rng: np.random.Generator, n: int, task: str, vocab: int, passage: int, layout: str):
@@ -71,6 +71,7 @@ def main() -> None:
     p.add_argument("--passage", type=int, default=100)
     p.add_argument("--steps", type=int, default=2000)
     p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--init-std", type=float, default=0.02, help="the backbone's init std (0.02 = BERT/XLNet-Base)")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--eval-every", type=int, default=250)
     p.add_argument("--seed", type=int, default=0)
@@ -79,7 +80,7 @@ def main() -> None:
     torch.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
     layout = args.model
-    backbone = make_backbone(args.model, args.vocab, args.layers, args.d_model)
+    backbone = make_backbone(args.model, args.vocab, args.layers, args.d_model, args.init_std)
     head = nn.Linear(args.d_model, 2)
     opt = torch.optim.AdamW([*backbone.parameters(), *head.parameters()], lr=args.lr)
     held_out = make_batch(np.random.default_rng(args.seed + 1), 512, args.task, args.vocab, args.passage, layout)
@@ -87,7 +88,7 @@ def main() -> None:
     def logits(ids, seg, mask):
         return head(backbone.summary(backbone.encode(ids, seg, mask)))
 
-    print(f"{args.model} {args.layers}x{args.d_model}, vocab {args.vocab}, passage {args.passage}, task {args.task}")
+    print(f"{args.model} {args.layers}x{args.d_model}, init std {args.init_std}, vocab {args.vocab}, passage {args.passage}, task {args.task}")
     print("step  train_loss  held_out_acc  seconds")
     start = time.perf_counter()
     for step in range(1, args.steps + 1):
