@@ -37,8 +37,29 @@ def make_backbone(kind: str, vocab: int, layers: int, d_model: int, init_std: fl
     if kind == "bert":
         return adapt(BertForPretraining(vocab_size=vocab, n_layer=layers, d_model=d_model, n_head=heads,
                                         d_inner=2 * d_model, init_std=init_std))
+    if kind == "torch":
+        return TorchEncoder(vocab, layers, d_model, heads)
     return adapt(XLNetLMHeadModel(vocab_size=vocab, n_layer=layers, d_model=d_model, n_head=heads,
                                   d_head=d_model // heads, d_inner=2 * d_model, init_std=init_std))
+
+
+class TorchEncoder(nn.Module):
+    """Control outside genlab: a stock post-LN ``nn.TransformerEncoder`` with learned positions and segments, read
+    at the first token (BERT layout). If it fails the probe too, the probe is hard, not our models wrong."""
+
+    def __init__(self, vocab: int, layers: int, d_model: int, heads: int, max_len: int = 512):
+        super().__init__()
+        self.word, self.pos = nn.Embedding(vocab, d_model), nn.Embedding(max_len, d_model)
+        self.seg = nn.Embedding(2, d_model)
+        layer = nn.TransformerEncoderLayer(d_model, heads, 2 * d_model, dropout=0.1, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+
+    def encode(self, ids: torch.Tensor, seg: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        x = self.word(ids) + self.pos.weight[: ids.shape[1]] + self.seg(seg)
+        return self.encoder(x, src_key_padding_mask=~mask.bool())
+
+    def summary(self, hidden: torch.Tensor) -> torch.Tensor:
+        return hidden[:, 0]
 
 
 def make_batch(rng: np.random.Generator, n: int, task: str, vocab: int, passage: int, layout: str):
@@ -63,7 +84,8 @@ def make_batch(rng: np.random.Generator, n: int, task: str, vocab: int, passage:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", choices=("xlnet", "bert"), default="xlnet")
+    p.add_argument("--model", choices=("xlnet", "bert", "torch"), default="xlnet",
+                   help="torch = a stock nn.TransformerEncoder in the BERT layout (control)")
     p.add_argument("--task", choices=("identity", "membership"), default="membership")
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--d-model", type=int, default=64)
@@ -79,7 +101,7 @@ def main() -> None:
 
     torch.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
-    layout = args.model
+    layout = "xlnet" if args.model == "xlnet" else "bert"
     backbone = make_backbone(args.model, args.vocab, args.layers, args.d_model, args.init_std)
     head = nn.Linear(args.d_model, 2)
     opt = torch.optim.AdamW([*backbone.parameters(), *head.parameters()], lr=args.lr)
