@@ -52,3 +52,28 @@ def test_matches_hugging_face_bert_for_pretraining():
     real = mask.bool()
     torch.testing.assert_close(ours.mlm_logits(out.hidden)[real], ref.prediction_logits[real], atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(ours.nsp_logits(out.pooled), ref.seq_relationship_logits, atol=1e-5, rtol=1e-5)
+
+
+def test_mlm_head_without_transform_is_the_tied_decoder_plus_bias():
+    """model.mlm_transform=false (a mini-scale option, as XLNet's LM head): logits = h Eᵀ + b."""
+    torch.manual_seed(0)
+    model = BertForPretraining(vocab_size=50, n_layer=1, d_model=32, n_head=2, d_inner=64, max_position=16,
+                               mlm_transform=False)
+    assert not any(".transform." in k for k in model.state_dict())
+    torch.nn.init.normal_(model.cls.predictions.bias)
+    h = torch.randn(2, 5, 32)
+    expected = h @ model.bert.embeddings.word_embeddings.weight.T + model.cls.predictions.bias
+    torch.testing.assert_close(model.mlm_logits(h), expected)
+    with_transform = BertForPretraining(vocab_size=50, n_layer=1, d_model=32, n_head=2, d_inner=64, max_position=16)
+    extra = sum(p.numel() for p in with_transform.parameters()) - sum(p.numel() for p in model.parameters())
+    assert extra == 32 * 32 + 32 + 2 * 32  # dense + LayerNorm
+
+
+def test_export_to_hugging_face_refuses_a_model_without_the_mlm_transform(tmp_path):
+    from genlab.errors import CheckpointError
+    from genlab.interop.hf_bert import save_hf_checkpoint
+
+    model = BertForPretraining(vocab_size=50, n_layer=1, d_model=32, n_head=2, d_inner=64, max_position=16,
+                               mlm_transform=False)
+    with pytest.raises(CheckpointError, match="mlm_transform"):
+        save_hf_checkpoint(model, tmp_path / "hf")

@@ -136,6 +136,23 @@ def test_init_from_genlab_checkpoint_and_tokenizer_mismatch(tmp_path, cache):
         make_task(xlnet(V + 1), init_from=str(good))
 
 
+@pytest.mark.parametrize("pretrained_transform", [True, False])
+def test_init_from_bert_checkpoint_with_or_without_the_mlm_transform(tmp_path, pretrained_transform):
+    """Finetuning never reads BERT's MLM head, so its optional transform (model.mlm_transform) may differ; any other
+    missing weight is still an error."""
+    kw = dict(vocab_size=50, n_layer=1, d_model=32, n_head=2, d_inner=64, max_position=16)
+    pre = BertForPretraining(**kw, mlm_transform=pretrained_transform)
+    state = {f"model.{k}": v for k, v in pre.state_dict().items()}
+    ckpt = tmp_path / "bert.ckpt"
+    torch.save({"state_dict": state}, ckpt)
+    task = make_task(BertForPretraining(**kw, mlm_transform=not pretrained_transform), init_from=str(ckpt))
+    torch.testing.assert_close(task.backbone.bert.encoder.state_dict(), pre.bert.encoder.state_dict())
+    del state["model.bert.pooler.dense.bias"]
+    torch.save({"state_dict": state}, ckpt)
+    with pytest.raises(CheckpointError, match="pooler.dense.bias"):
+        make_task(BertForPretraining(**kw), init_from=str(ckpt))
+
+
 def test_layerwise_learning_rate_decay_groups():
     task = make_task(xlnet(50), lr=1e-3, layer_decay=0.5)
     opt = task.configure_optimizers()["optimizer"]

@@ -87,6 +87,9 @@ def config_from_hf(config: Mapping[str, Any]) -> dict[str, Any]:
 def config_to_hf(model: BertForPretraining) -> dict[str, Any]:
     """An HF ``BertConfig`` dict for our model."""
     a = model.arch
+    if not a["mlm_transform"]:
+        raise CheckpointError("HF BertForPreTraining always has the MLM transform (dense, GELU, LayerNorm); a model "
+                              "pretrained with model.mlm_transform=false has no such weights to export.")
     return dict(
         model_type="bert", architectures=["BertForPreTraining"], vocab_size=a["vocab_size"],
         hidden_size=a["d_model"], num_hidden_layers=a["n_layer"], num_attention_heads=a["n_head"],

@@ -142,11 +142,12 @@ class BertPredictionTransform(nn.Module):
 
 
 class BertLMPrediction(nn.Module):
-    """``logits = LN(gelu(W h + b)) Eᵀ + b_out`` with the decoder tied to the word embedding."""
+    """``logits = LN(gelu(W h + b)) Eᵀ + b_out`` with the decoder tied to the word embedding; without the transform
+    (``transform=False``) ``logits = h Eᵀ + b_out``, as XLNet's LM head."""
 
-    def __init__(self, d_model: int, vocab_size: int, eps: float):
+    def __init__(self, d_model: int, vocab_size: int, eps: float, transform: bool = True):
         super().__init__()
-        self.transform = BertPredictionTransform(d_model, eps)
+        self.transform = BertPredictionTransform(d_model, eps) if transform else nn.Identity()
         self.decoder = nn.Linear(d_model, vocab_size, bias=False)
         self.bias = nn.Parameter(torch.zeros(vocab_size))
 
@@ -155,14 +156,17 @@ class BertLMPrediction(nn.Module):
 
 
 class BertPretrainingHeads(nn.Module):
-    def __init__(self, d_model: int, vocab_size: int, eps: float):
+    def __init__(self, d_model: int, vocab_size: int, eps: float, mlm_transform: bool = True):
         super().__init__()
-        self.predictions = BertLMPrediction(d_model, vocab_size, eps)
+        self.predictions = BertLMPrediction(d_model, vocab_size, eps, mlm_transform)
         self.seq_relationship = nn.Linear(d_model, 2)
 
 
 class BertForPretraining(nn.Module):
-    """BERT-Base defaults (L=12, d=768, H=12, d_i=3072, 512 positions, 2 token types)."""
+    """BERT-Base defaults (L=12, d=768, H=12, d_i=3072, 512 positions, 2 token types).
+
+    ``mlm_transform=False`` drops the MLM head's dense + GELU + LayerNorm (not in the paper): the 2 x 64 RACE mini
+    reads the article only when pretrained without it (experiments/xlnet_race/README.md)."""
 
     def __init__(
         self,
@@ -177,6 +181,7 @@ class BertForPretraining(nn.Module):
         dropatt: float = 0.1,
         layer_norm_eps: float = 1e-12,
         init_std: float = 0.02,
+        mlm_transform: bool = True,
     ):
         super().__init__()
         if d_model % n_head:
@@ -185,10 +190,11 @@ class BertForPretraining(nn.Module):
         # constructor sizes, for checkpoint import/export (genlab.interop.hf_bert) and architecture checks
         self.arch = dict(vocab_size=vocab_size, n_layer=n_layer, d_model=d_model, n_head=n_head, d_inner=d_inner,
                          max_position=max_position, type_vocab_size=type_vocab_size, dropout=dropout,
-                         dropatt=dropatt, layer_norm_eps=layer_norm_eps, init_std=init_std)
+                         dropatt=dropatt, layer_norm_eps=layer_norm_eps, init_std=init_std,
+                         mlm_transform=mlm_transform)
         self.bert = BertBackbone(vocab_size, n_layer, d_model, n_head, d_inner, max_position, type_vocab_size,
                                  dropout, dropatt, layer_norm_eps)
-        self.cls = BertPretrainingHeads(d_model, vocab_size, layer_norm_eps)
+        self.cls = BertPretrainingHeads(d_model, vocab_size, layer_norm_eps, mlm_transform)
         self.apply(self._init)
         self.cls.predictions.decoder.weight = self.bert.embeddings.word_embeddings.weight  # tied
 

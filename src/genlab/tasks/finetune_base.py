@@ -46,11 +46,7 @@ def load_pretrained(model: nn.Module, init_from: str) -> dict[str, Any]:
             raise CheckpointError(f"task.init_from={init_from} has a vocabulary of {theirs} tokens but the data's "
                                   f"tokenizer has {ours}; finetune on the checkpoint's own tokenizer: "
                                   f"data.tokenizer={path}.")
-        try:
-            model.load_state_dict(state, strict=True)
-        except RuntimeError as err:
-            raise CheckpointError(f"task.init_from={init_from} does not match the model config ({err}); use the "
-                                  "model= preset the checkpoint was pretrained with.") from err
+        _load_strict_but_mlm_transform(model, state, init_from)
         return identity
     if isinstance(model, (XLNetLMHeadModel, XLNetModel)):
         from genlab.interop import hf_xlnet as interop
@@ -67,6 +63,19 @@ def load_pretrained(model: nn.Module, init_from: str) -> dict[str, Any]:
     from genlab.data.checkpoint_tokenizer import load_tokenizer
 
     return {"tokenizer": load_tokenizer(tokenizer).identity, "tokenizer_source": str(tokenizer)}
+
+
+def _load_strict_but_mlm_transform(model: nn.Module, state: dict[str, torch.Tensor], init_from: str) -> None:
+    """Strict, except for BERT's optional MLM transform (``model.mlm_transform``): finetuning never reads the MLM
+    head, so a checkpoint pretrained with or without it fits a finetuning model built either way."""
+    optional, ours = "cls.predictions.transform.", model.state_dict()
+    state = {k: v for k, v in state.items() if not k.startswith(optional) or k in ours}
+    state.update({k: v for k, v in ours.items() if k.startswith(optional) and k not in state})
+    try:
+        model.load_state_dict(state, strict=True)
+    except RuntimeError as err:
+        raise CheckpointError(f"task.init_from={init_from} does not match the model config ({err}); use the "
+                              "model= preset the checkpoint was pretrained with.") from err
 
 
 def _shipped_tokenizer(path: Path) -> Path | None:
