@@ -137,3 +137,25 @@ def test_pretrain_mini_heldout_leaves_out_the_cloze_minis_eval_sentences_only(tm
     assert not held & set(heldout)
     assert heldout == [line for line in full if line not in held]  # nothing else changes
     assert 0.7 * len(full) < len(heldout) < len(full)
+
+
+def test_race_mini_tapt_adds_the_race_training_questions_and_nothing_held_out(tmp_path):
+    """Task-adaptive text for the BERT RACE mini: training articles with their questions, no dev/test text."""
+    pytest.importorskip("gensim", reason="pretrain_mini reads the Wikipedia excerpt inside the gensim wheel")
+    from genlab.data.pretrain_corpus import (MINI_FILES, PRETRAIN_MINI_HELDOUT, RACE_MINI_TAPT, RACE_TAPT_FILE,
+                                             cloze_eval_sentences)
+    from genlab.data.race_mini import race_cloze_articles
+    from genlab.data.sources import locate
+
+    tapt = locate(RACE_MINI_TAPT, "mini", None, tmp_path)
+    heldout = locate(PRETRAIN_MINI_HELDOUT, "mini", None, tmp_path)
+    for f in MINI_FILES:
+        assert (tapt / f).read_text() == (heldout / f).read_text()
+    lines = set((tapt / RACE_TAPT_FILE).read_text().splitlines()) - {""}  # "" ends a document
+    train = [obj for _, split, obj in race_cloze_articles() if split == "train"]
+    kept = [obj for obj in train if obj["questions"][0] in lines]
+    assert 0.85 * len(train) < len(kept) < len(train)  # articles sharing a sentence with a dev/test text are left out
+    assert all(q in lines for obj in kept for q in obj["questions"])
+    assert not lines & cloze_eval_sentences()
+    article_lines = {s for obj in kept for s in split_sentences(obj["article"])}
+    assert all("_" in line for line in lines - article_lines)  # questions keep their blank: no answer filled in

@@ -232,7 +232,31 @@ PRETRAIN_MINI_HELDOUT = DatasetSpec(
     build_mini=lambda root: build_pretrain_mini(root, drop=cloze_eval_sentences()),
     notes="pretrain_mini without the sentences of the cloze RACE/SQuAD minis' dev and test texts",
 )
-MINI_CORPORA = {spec.name: spec for spec in (PRETRAIN_MINI, PRETRAIN_MINI_HELDOUT)}
+RACE_TAPT_FILE = "train/race_mini_train.txt"
+
+
+def build_race_mini_tapt(root: Path) -> None:
+    """``pretrain_mini_heldout`` plus one shard of the cloze RACE mini's training articles, each followed by its
+    questions (blank ``_``; no options, no answers): task-adaptive pretraining text. An article holding a sentence of
+    another cloze mini's dev or test text is left out, so the corpus stays held out for every cloze mini."""
+    from genlab.data.race_mini import race_cloze_articles
+
+    drop = cloze_eval_sentences()
+    build_pretrain_mini(root, drop)
+    docs = []
+    for _, split, obj in race_cloze_articles():
+        sentences = split_sentences(obj["article"])
+        if split == "train" and drop.isdisjoint(sentences):
+            docs.append("\n".join(sentences + obj["questions"]) + "\n")
+    with atomic_write(root / RACE_TAPT_FILE, "w") as f:
+        f.write("\n".join(docs))
+
+
+RACE_MINI_TAPT = DatasetSpec(
+    name="race_mini_tapt", files=(*MINI_FILES, RACE_TAPT_FILE), build_mini=build_race_mini_tapt, mini_version="1",
+    notes="pretrain_mini_heldout + the cloze RACE mini's training articles with their questions (no answers)",
+)
+MINI_CORPORA = {spec.name: spec for spec in (PRETRAIN_MINI, PRETRAIN_MINI_HELDOUT, RACE_MINI_TAPT)}
 
 
 @dataclass
@@ -257,7 +281,7 @@ def load_pretrain_corpus(
     use_eod: bool = True,
     shard_seed: int = 0,
 ) -> PretrainCorpus:
-    """``corpus=pretrain_mini`` or ``pretrain_mini_heldout`` (offline) or ``text`` (``path`` = your shards).
+    """``corpus=`` one of ``MINI_CORPORA`` (offline) or ``text`` (``path`` = your shards).
     ``tokenizer=None`` trains a SentencePiece model of ``vocab_size`` pieces on the training shards and caches it."""
     cache = Path(cache_dir).expanduser() if cache_dir else DEFAULT_CACHE
     if corpus in MINI_CORPORA:

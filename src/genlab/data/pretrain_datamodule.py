@@ -207,7 +207,7 @@ class ChunkedPretrainBatches(Dataset):
 
 class PretrainDataModule(pl.LightningDataModule):
     """Pretraining batches for ``objective`` plm | dae | mlm on a plain-text corpus (``corpus=text`` with
-    ``path=``) or the offline ``pretrain_mini`` / ``pretrain_mini_heldout``. ``batch_size`` counts streams per device
+    ``path=``) or an offline mini corpus (``pretrain_corpus.MINI_CORPORA``). ``batch_size`` counts streams per device
     and micro-batch (even with bi_data); with A accumulated micro-batches the global batch is
     ``batch_size * world_size * A`` streams.
 
