@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytorch_lightning as pl
@@ -54,12 +55,14 @@ def compose_config(overrides: list[str], run_dir: Path, config_name: str = "trai
     return cfg
 
 
-def train_preset(name: str, compose_cfg, cache_dir, root) -> tuple[dict[str, float], pl.LightningDataModule]:
-    """Train experiment ``name`` with seed 0 exactly as composed and test its final weights (no checkpoint chosen on
-    dev, no validation); prediction files go under ``root``. The test results of every split, merged."""
+def train_preset(name: str, compose_cfg, cache_dir, root,
+                 overrides: Sequence[str] = ()) -> tuple[dict[str, float], pl.LightningDataModule]:
+    """Train experiment ``name`` with seed 0 exactly as composed (plus ``overrides``) and test its final weights (no
+    checkpoint chosen on dev, no validation); prediction files go under ``root``. The test results of every split,
+    merged."""
     from genlab.cli.build import build_data, build_task
 
-    cfg = compose_cfg([f"experiment={name}", f"paths.cache_dir={cache_dir}", "seed=0"])
+    cfg = compose_cfg([f"experiment={name}", f"paths.cache_dir={cache_dir}", "seed=0", *overrides])
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     dm = build_data(cfg.data)
     task = build_task(cfg, dm)
