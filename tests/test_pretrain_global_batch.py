@@ -146,7 +146,7 @@ def test_resume_mid_accumulation_cycle_is_bit_exact(experiment, compose_cfg, tmp
 # ------------------------------------------------------------------------------------------------- the chunks
 @pytest.mark.parametrize("objective", ["plm", "dae", "mlm"])
 def test_chunk_j_of_rank_r_is_rank_r_times_a_plus_j_of_world_times_a(objective, cache):
-    from genlab.data.pretrain_datamodule import (
+    from genlab.data.pretrain.datamodule import (
         ChunkedPretrainBatches,
         PretrainDataModule,
     )
@@ -178,7 +178,7 @@ def test_chunk_j_of_rank_r_is_rank_r_times_a_plus_j_of_world_times_a(objective, 
 def test_resume_position_follows_the_accumulation(state, accumulate, first, cache):
     from types import SimpleNamespace
 
-    from genlab.data.pretrain_datamodule import PretrainDataModule
+    from genlab.data.pretrain.datamodule import PretrainDataModule
 
     dm = PretrainDataModule(objective="plm", corpus="pretrain_mini", cache_dir=str(cache), vocab_size=4000,
                             batch_size=2, seq_len=64, reuse_len=32, perm_size=32, num_predict=10)

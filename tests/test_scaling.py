@@ -20,12 +20,11 @@ from pathlib import Path
 import pytest
 import pytorch_lightning as pl
 import torch
+from launch_ranks import run_ranks
 from omegaconf import OmegaConf
 
 from genlab.cli import build
-from genlab.data.streams import StreamSegments, split_streams
-
-from launch_ranks import run_ranks
+from genlab.data.lm.streams import StreamSegments, split_streams
 
 MICRO, TGT, STEPS, CLIP = 4, 16, 4, 0.02  # TGT: TINY_TXL's data.tgt_len
 COMMON = ["model.dropout=0.0", "task.scheduler=null", "task.optimizer._target_=torch.optim.SGD",

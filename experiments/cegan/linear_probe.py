@@ -26,8 +26,8 @@ from hydra.utils import instantiate
 from torch.utils.data import DataLoader, TensorDataset
 
 from genlab.analysis.linear_probe import probe_discriminators
-from genlab.data.image_datamodule import DATASETS
-from genlab.data.sources import locate
+from genlab.data.images.datamodule import DATASETS
+from genlab.data.sources.tiers import locate
 
 HERE = Path(__file__).resolve().parent
 CONF = HERE.parents[1] / "conf"

@@ -3,7 +3,7 @@
     python experiments/mos_rank/synthetic_demo.py [--vocab 100] [--topics 8] [--block 20] [--contexts 400]
         [--steps 3000] [--dims 2,4,8,16]
 
-Builds the topic-switching language of genlab.data.synthetic_rank, takes the generator's exact next-token
+Builds the topic-switching language of genlab.data.lm.synthetic_rank, takes the generator's exact next-token
 log-probabilities over --contexts positions, reports their empirical rank, and fits a Softmax (K=1) and a
 mixture of --topics softmaxes at each d (free context/word vectors, Adam on the mean KL). Expected: rank far
 above d + 2; Softmax KL stays high for small d, MoS reaches a much lower KL; both near 0 once d >= rank.
@@ -16,7 +16,7 @@ import argparse
 import torch
 
 from genlab.analysis.softmax_rank import bottleneck_fit, numerical_rank
-from genlab.data.synthetic_rank import make_topic_corpus, true_log_probs
+from genlab.data.lm.synthetic_rank import make_topic_corpus, true_log_probs
 
 
 def main() -> None:

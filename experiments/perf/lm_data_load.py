@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from genlab.data import lm_readers as R
-from genlab.data.lm_corpora import DATASETS, load_lm_corpus
+from genlab.data.lm import readers as R
+from genlab.data.lm.corpora import DATASETS, load_lm_corpus
 
 
 def time_minis(names: list[str], cache: Path) -> None:

@@ -1,4 +1,4 @@
-"""SQuAD char<->piece LCS alignment speed on the cloze SQuAD 2.0 mini (genlab.data.squad_align).
+"""SQuAD char<->piece LCS alignment speed on the cloze SQuAD 2.0 mini (genlab.data.finetune.squad_align).
 
 Prints, per paragraph, the time of (a) SentencePiece encoding, (b) our bit-parallel LCS alignment (DP + traceback + piece spans) and
 (c) a plain-Python banded LCS DP (band |N-M|+16, the structure of the official preprocessing loop), and the
@@ -14,9 +14,9 @@ import time
 
 import numpy as np
 
-from genlab.data.sources import locate
-from genlab.data.squad import UNK_ID, SquadDataModule, read_squad
-from genlab.data.squad_align import UNK_CHAR, align_pieces, raw_codes
+from genlab.data.finetune.squad import UNK_ID, SquadDataModule, read_squad
+from genlab.data.finetune.squad_align import UNK_CHAR, align_pieces, raw_codes
+from genlab.data.sources.tiers import locate
 
 
 def python_banded_lcs(a: list[int], b: list[int], band: int) -> int:

@@ -25,7 +25,6 @@ import time
 from pathlib import Path
 
 import torch
-
 from gemm_rate import gemm_rate
 
 SIZES = {
@@ -38,7 +37,12 @@ SIZES = {
 
 def make_batch(cfg: dict, step: int) -> dict:
     """Pretraining-shaped batch: two halves with their own permutation, [inp A SEP B SEP CLS] segments."""
-    from genlab.data.permutation import local_perm, prediction_slots, sample_ranks, two_half_perm_mask
+    from genlab.data.pretrain.permutation import (
+        local_perm,
+        prediction_slots,
+        sample_ranks,
+        two_half_perm_mask,
+    )
 
     g = torch.Generator().manual_seed(1000 + step)
     b, t, r, p = cfg["batch"], cfg["seq"], cfg["reuse"], cfg["num_predict"]
@@ -69,7 +73,8 @@ def build(impl: str, cfg: dict, weights: Path):
     if impl == "ours":
         model = XLNetLMHeadModel(cfg["vocab"], **dims, dropout=0.0, dropatt=0.0, mem_len=cfg["mem"])
     else:
-        from transformers import XLNetConfig, XLNetLMHeadModel as HFModel
+        from transformers import XLNetConfig
+        from transformers import XLNetLMHeadModel as HFModel
 
         hf_cfg = XLNetConfig(vocab_size=cfg["vocab"], d_model=dims["d_model"], n_layer=dims["n_layer"],
                              n_head=dims["n_head"], d_inner=dims["d_inner"], ff_activation="gelu_new",

@@ -12,9 +12,14 @@ import time
 import numpy as np
 import torch
 
-from genlab.data.graph_context import Adjacency, ReferenceSampler
-from genlab.data.planetoid_format import load
-from genlab.models.graph_baselines import label_propagation, logistic_regression, predict, skipgram_embeddings
+from genlab.data.graphs.context import Adjacency, ReferenceSampler
+from genlab.data.graphs.planetoid_format import load
+from genlab.models.graph_baselines import (
+    label_propagation,
+    logistic_regression,
+    predict,
+    skipgram_embeddings,
+)
 
 L2_GRID = (1e-4, 1e-3, 1e-2, 1e-1)
 

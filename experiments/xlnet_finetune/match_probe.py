@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from genlab.data.finetune_datamodule import encode_pair
+from genlab.data.finetune.datamodule import encode_pair
 from genlab.models.backbones import adapt
 from genlab.models.bert import BertForPretraining
 from genlab.models.xlnet import XLNetLMHeadModel

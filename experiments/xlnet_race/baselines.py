@@ -15,9 +15,9 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 
-from genlab.data.race import RaceDataModule, RaceQuestion, read_race
-from genlab.data.race_mini import RACE_MINI
-from genlab.data.sources import locate
+from genlab.data.finetune.race import RaceDataModule, RaceQuestion, read_race
+from genlab.data.finetune.race_mini import RACE_MINI
+from genlab.data.sources.tiers import locate
 
 LEVELS = (("all", None), ("middle", 0), ("high", 1))
 

@@ -22,9 +22,9 @@ import json
 import re
 from pathlib import Path
 
-from genlab.data.finetune_minis import SQUAD1_MINI, SQUAD2_MINI
-from genlab.data.sources import locate
-from genlab.data.squad import SquadExample, read_squad
+from genlab.data.finetune.minis import SQUAD1_MINI, SQUAD2_MINI
+from genlab.data.finetune.squad import SquadExample, read_squad
+from genlab.data.sources.tiers import locate
 from genlab.metrics.squad_eval import evaluate, raw_scores
 
 

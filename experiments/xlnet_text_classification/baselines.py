@@ -15,7 +15,7 @@ import numpy as np
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 
-from genlab.data.finetune_datamodule import ClassificationDataModule
+from genlab.data.finetune.datamodule import ClassificationDataModule
 
 MINIS = ("imdb", "yelp2", "yelp5", "dbpedia", "ag_news", "amazon2", "amazon5")
 

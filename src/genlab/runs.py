@@ -215,8 +215,8 @@ def write_run_metadata(cfg: DictConfig, output_dir: str | Path) -> None:
 def keep_tokenizer(datamodule: Any, output_dir: str | Path) -> None:
     """Copy the data's tokenizer model into the run folder (rank 0, atomically) when the data module names one, so
     a checkpoint of the run can be finetuned with ``data.tokenizer=<its .ckpt>`` even when the run trained its own
-    SentencePiece into the cache (``genlab.data.checkpoint_tokenizer.recorded_tokenizer`` finds it there)."""
-    from genlab.data.checkpoint_tokenizer import RUN_TOKENIZER
+    SentencePiece into the cache (``genlab.data.tokenizers.from_checkpoint.recorded_tokenizer`` finds it there)."""
+    from genlab.data.tokenizers.from_checkpoint import RUN_TOKENIZER
 
     source = datamodule.sentencepiece_model() if hasattr(datamodule, "sentencepiece_model") else None
     target = Path(output_dir) / RUN_TOKENIZER

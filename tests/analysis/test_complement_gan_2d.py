@@ -14,7 +14,7 @@ from genlab.analysis.complement_gan_2d import (
     train_complement,
     train_feature_matching,
 )
-from genlab.data.toy2d import four_spins, two_circles
+from genlab.data.synthetic.toy2d import four_spins, two_circles
 
 
 def test_toy_generators_shapes_and_classes():

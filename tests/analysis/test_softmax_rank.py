@@ -78,7 +78,7 @@ def test_synthetic_topic_language_is_high_rank_and_mos_beats_softmax_at_small_d(
     """Spec §7 C17 on the generator's exact conditionals (deterministic, unlike a short training run): the
     log-probability matrix of the topic-switching language is far above d + 2, and at d = 4 a mixture of 8
     softmaxes fits it much better than a Softmax."""
-    from genlab.data.synthetic_rank import make_topic_corpus, true_log_probs
+    from genlab.data.lm.synthetic_rank import make_topic_corpus, true_log_probs
 
     corpus = make_topic_corpus(vocab_size=48, n_topics=8, block=10, train_tokens=10, valid_tokens=201,
                                test_tokens=10, seed=0)

@@ -10,12 +10,11 @@ import sys
 
 import pytest
 import torch
+from helpers import ROOT
 
 from genlab.cli import build
 from genlab.errors import ConfigError
 from genlab.parallel import check_strategy_device, world_size
-
-from helpers import ROOT
 
 
 def test_world_size_is_devices_per_node_times_nodes():
@@ -139,7 +138,11 @@ def test_chunks_interleave_segment_by_segment_and_cover_the_global_streams():
     """Rank r of W accumulating A owns chunks r*A+j of the W*A chunks; items go segment t of every chunk, then t+1."""
     import numpy as np
 
-    from genlab.data.streams import ChunkedStreamSegments, StreamSegments, split_streams
+    from genlab.data.lm.streams import (
+        ChunkedStreamSegments,
+        StreamSegments,
+        split_streams,
+    )
 
     tokens = np.arange(2 * 2 * 3 * 11)
     world, chunks, micro = 2, 2, 3
@@ -188,7 +191,7 @@ def test_bptt_data_refuses_the_trainers_accumulation_and_names_small_batch_size(
 
 
 def test_data_that_cannot_be_split_by_rank_refuses_several_processes(compose_cfg):
-    from genlab.data.planetoid import PlanetoidDataModule
+    from genlab.data.graphs.planetoid import PlanetoidDataModule
 
     assert PlanetoidDataModule.data_parallel is False
     cfg = compose_cfg(["experiment=planetoid_g_karate_mini", "trainer.accelerator=cpu", "trainer.devices=2"])

@@ -67,7 +67,7 @@ def test_pretrain_on_digits_then_use_as_frozen_ld_density(tmp_path):
 
     import pytorch_lightning as pl
 
-    from genlab.data.image_datamodule import ImageDensityDataModule, SSLImageDataModule
+    from genlab.data.images.datamodule import ImageDensityDataModule, SSLImageDataModule
     from genlab.models.bad_gan import BadGAN, MLPDiscriminator, MLPGenerator
     from genlab.tasks.bad_gan import BadGANTask
     from genlab.tasks.pixelcnn import PixelCNNTask

@@ -7,7 +7,12 @@ import itertools
 import pytest
 import torch
 
-from genlab.data.permutation import local_perm, prediction_slots, sample_ranks, two_half_perm_mask
+from genlab.data.pretrain.permutation import (
+    local_perm,
+    prediction_slots,
+    sample_ranks,
+    two_half_perm_mask,
+)
 from genlab.errors import ConfigError
 from genlab.models.xlnet import XLNetLMHeadModel, XLNetModel, count_params, plm_loss
 

@@ -9,12 +9,17 @@ import pytorch_lightning as pl
 import torch
 from torch import nn
 
-from genlab.data.bptt import BPTTDataModule, epoch_windows, sample_seq_len
+from genlab.data.lm.bptt import BPTTDataModule, epoch_windows, sample_seq_len
 from genlab.errors import CheckpointError, ConfigError, UserError
 from genlab.models.awd_lstm import AWDLSTM
 from genlab.models.lm_output import LMOutput
 from genlab.tasks.awd_lm import AWDLanguageModelTask, ar_tar
-from genlab.tasks.dynamic_eval import apply_update, decay_rates, dynamic_evaluate, gradient_statistics
+from genlab.tasks.dynamic_eval import (
+    apply_update,
+    decay_rates,
+    dynamic_evaluate,
+    gradient_statistics,
+)
 from genlab.tasks.nt_asgd import NTASGD
 
 SYN = dict(vocab_size=40, n_topics=4, block=20, train_tokens=3000, valid_tokens=600, test_tokens=400)

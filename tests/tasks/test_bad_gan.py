@@ -8,7 +8,7 @@ import pytest
 import pytorch_lightning as pl
 import torch
 
-from genlab.data.image_datamodule import SSLImageDataModule
+from genlab.data.images.datamodule import SSLImageDataModule
 from genlab.errors import CheckpointError, ConfigError
 from genlab.models.bad_gan import BadGAN, MLPDiscriminator, MLPEncoder, MLPGenerator
 from genlab.tasks import gan_losses as L

@@ -8,7 +8,7 @@ import pytorch_lightning as pl
 import torch
 
 from genlab.callbacks.rng import RNGStateCallback
-from genlab.data.image_datamodule import SSLImageDataModule, SSLStream
+from genlab.data.images.datamodule import SSLImageDataModule, SSLStream
 from genlab.errors import ConfigError
 from genlab.models.bad_gan import BadGAN, MLPDiscriminator, MLPGenerator
 from genlab.tasks.bad_gan import BadGANTask

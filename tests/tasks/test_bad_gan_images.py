@@ -6,7 +6,7 @@ from functools import partial
 import pytorch_lightning as pl
 import torch
 
-from genlab.data.image_datamodule import SSLImageDataModule
+from genlab.data.images.datamodule import SSLImageDataModule
 from genlab.models.bad_gan import BadGAN, MLPDiscriminator, MLPGenerator
 from genlab.models.pixelcnn_pp import PixelCNNPP
 from genlab.tasks.bad_gan import BadGANTask, logp_histogram

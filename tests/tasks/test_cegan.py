@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from genlab.data.toy2d import biased_gmm2, gmm4, two_spirals
+from genlab.data.synthetic.toy2d import biased_gmm2, gmm4, two_spirals
 from genlab.models.cegan import (
     CEGAN,
     ConvEnergy28,
@@ -20,7 +20,14 @@ from genlab.models.cegan import (
     MLPInference,
 )
 from genlab.tasks import gan_losses as L
-from genlab.tasks.cegan import CEGANTask, choose_update, grid_softmax, histogram_on_grid, kl, make_canvas
+from genlab.tasks.cegan import (
+    CEGANTask,
+    choose_update,
+    grid_softmax,
+    histogram_on_grid,
+    kl,
+    make_canvas,
+)
 
 
 def softmax(a):
@@ -252,7 +259,7 @@ def test_biased_gmm_entropy_orders_the_modes():
     (0.9) mode a lower energy than the light (0.1) mode by > 0.5. Several minutes on a shared CPU."""
     import pytorch_lightning as pl
 
-    from genlab.data.toy2d import Toy2DDataModule
+    from genlab.data.synthetic.toy2d import Toy2DDataModule
 
     pl.seed_everything(0)
     dm = Toy2DDataModule("biased_gmm2", n_train=20_000, batch_size=500)
@@ -269,7 +276,7 @@ def test_biased_gmm_entropy_orders_the_modes():
 def _fit_toy(epochs, **kw):
     import pytorch_lightning as pl
 
-    from genlab.data.toy2d import Toy2DDataModule
+    from genlab.data.synthetic.toy2d import Toy2DDataModule
 
     dm = Toy2DDataModule("gmm4", n_train=2000, batch_size=200)
     dm.setup()
@@ -309,7 +316,7 @@ def test_test_loop_logs_grid_kls_and_mode_gap():
     logged under test/ so genlab-report can tabulate them."""
     import pytorch_lightning as pl
 
-    from genlab.data.toy2d import Toy2DDataModule
+    from genlab.data.synthetic.toy2d import Toy2DDataModule
 
     dm = Toy2DDataModule("biased_gmm2", n_train=2000, batch_size=200)
     task = toy_task("egan_ent_nn", nn_k=5, n_eval_generated=2000, grid=40)

@@ -10,7 +10,7 @@ import pytest
 import pytorch_lightning as pl
 import torch
 
-from genlab.data.finetune_datamodule import ClassificationDataModule
+from genlab.data.finetune.datamodule import ClassificationDataModule
 from genlab.errors import CheckpointError, ConfigError
 from genlab.models.bert import BertForPretraining
 from genlab.models.xlnet import XLNetLMHeadModel

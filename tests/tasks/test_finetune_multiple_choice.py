@@ -15,13 +15,12 @@ import pytest
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
+from helpers import train_preset
 from torch.utils.data import DataLoader
 
 from genlab.models.xlnet import XLNetLMHeadModel
 from genlab.tasks.finetune_multiple_choice import MultipleChoiceTask
 from genlab.tasks.layerwise_lr import AdamWeightDecay
-
-from helpers import train_preset
 
 warnings.filterwarnings("ignore", category=UserWarning)
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,7 +68,7 @@ def test_accuracy_all_middle_high():
 def assert_reads_the_articles(res, dm, record_property) -> None:
     """Test accuracy more than 3 binomial SD above the majority letter (0.319 on the 367 test questions; a reader at
     chance passes about 0.1 % of the time). Options never give the answer away on the v6 mini
-    (tests/data/test_race.py), so passing means the model reads the article."""
+    (tests/data/finetune/test_race.py), so passing means the model reads the article."""
     labels = dm.data["test"].labels
     majority = max((labels == c).mean() for c in range(4))
     bar = majority + 3 * (majority * (1 - majority) / len(labels)) ** 0.5
@@ -104,7 +103,7 @@ def test_bert_race_mini_pretrained_by_its_mlm_preset_beats_majority_letter(compo
 
 def race_mini_run(tmp_path, max_steps):
     """A 1-layer XLNet briefly finetuned on the RACE mini, tested with default_root_dir=tmp_path."""
-    from genlab.data.race import RaceDataModule
+    from genlab.data.finetune.race import RaceDataModule
 
     pl.seed_everything(0)
     dm = RaceDataModule(source="mini", cache_dir=str(tmp_path / "cache"), vocab_size=2000, max_seq_len=96,
@@ -120,8 +119,8 @@ def race_mini_run(tmp_path, max_steps):
 
 
 def test_race_predictions_file_matches_logged_accuracy(tmp_path):
-    from genlab.data.race import read_race
-    from genlab.data.sources import locate
+    from genlab.data.finetune.race import read_race
+    from genlab.data.sources.tiers import locate
 
     dm, res = race_mini_run(tmp_path, max_steps=30)
     preds = json.loads((tmp_path / "predictions" / "race_test.json").read_text())
@@ -157,7 +156,7 @@ def test_race_prediction_dir_and_no_file_without_ids(tmp_path):
 
 @pytest.mark.distributed
 def test_race_predictions_gathered_over_two_ddp_processes(tmp_path):
-    from genlab.data.race import RaceDataModule
+    from genlab.data.finetune.race import RaceDataModule
 
     dm = RaceDataModule(source="mini", cache_dir=str(tmp_path / "cache"), vocab_size=2000, max_seq_len=64,
                         max_qa_length=32, eval_batch_size=8)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import pytorch_lightning as pl
 
-from genlab.data.squad import SquadDataModule
+from genlab.data.finetune.squad import SquadDataModule
 from genlab.metrics.squad_eval import evaluate
 from genlab.models.xlnet import XLNetLMHeadModel
 from genlab.tasks.finetune_span import SpanExtractionTask

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from genlab.data.finetune_datamodule import encode_pair
-from genlab.data.pretrain_corpus import train_tokenizer
+from genlab.data.finetune.datamodule import encode_pair
+from genlab.data.tokenizers.xlnet_pieces import train_tokenizer
 from genlab.errors import CheckpointError
 from genlab.models.bert import BertForPretraining
 from genlab.tasks.finetune_base import load_pretrained

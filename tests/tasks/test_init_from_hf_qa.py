@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from genlab.data.finetune_minis import squad_cloze_data
+from genlab.data.finetune.minis import squad_cloze_data
 
 transformers = pytest.importorskip("transformers", reason="transformers (test dependency) is not installed")
 tokenizers = pytest.importorskip("tokenizers", reason="WordPiece tokenisation needs the tokenizers package")

@@ -10,11 +10,15 @@ import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
 
-from genlab.data.planetoid import PlanetoidDataModule
+from genlab.data.graphs.planetoid import PlanetoidDataModule
 from genlab.errors import ConfigError
 from genlab.models.graph_baselines import logistic_regression, predict
 from genlab.models.planetoid import PlanetoidI, PlanetoidT
-from genlab.tasks.planetoid import PlanetoidTask, full_softmax_loss, negative_sampling_loss
+from genlab.tasks.planetoid import (
+    PlanetoidTask,
+    full_softmax_loss,
+    negative_sampling_loss,
+)
 
 
 def _sgd(lr):

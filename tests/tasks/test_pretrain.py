@@ -11,9 +11,19 @@ import torch.nn.functional as F
 
 from genlab.models.bert import BertForPretraining
 from genlab.models.xlnet import XLNetLMHeadModel
-from genlab.tasks.layerwise_lr import AdamWeightDecay, decays, param_groups, scale_layer_gradients
+from genlab.tasks.layerwise_lr import (
+    AdamWeightDecay,
+    decays,
+    param_groups,
+    scale_layer_gradients,
+)
 from genlab.tasks.optim import warmup_linear
-from genlab.tasks.pretrain import DAETask, MaskedLMTask, PermutationLMTask, masked_fraction
+from genlab.tasks.pretrain import (
+    DAETask,
+    MaskedLMTask,
+    PermutationLMTask,
+    masked_fraction,
+)
 
 V = 40
 
@@ -141,7 +151,7 @@ def mini_cache(tmp_path_factory):
 
 
 def _datamodule(objective, cache, **kw):
-    from genlab.data.pretrain_datamodule import PretrainDataModule
+    from genlab.data.pretrain.datamodule import PretrainDataModule
 
     args = dict(objective=objective, corpus="pretrain_mini", cache_dir=cache, vocab_size=2000, batch_size=8,
                 seq_len=64, reuse_len=32, perm_size=32, num_predict=10, bi_data=objective != "mlm",
@@ -220,7 +230,7 @@ def test_resume_mid_pass_equals_an_uninterrupted_run(tmp_path):
     """Checkpoint at step 3 of 6 holds weights, optimiser, schedule, XLNet memory and the (pass, step) position."""
     from pytorch_lightning.callbacks import ModelCheckpoint
 
-    from genlab.data.pretrain_datamodule import PretrainDataModule
+    from genlab.data.pretrain.datamodule import PretrainDataModule
 
     rng = np.random.default_rng(0)
     words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()

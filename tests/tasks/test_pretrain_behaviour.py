@@ -5,7 +5,7 @@ import functools
 import torch
 import torch.nn.functional as F
 
-from genlab.data.permutation import local_perm, prediction_slots, sample_ranks
+from genlab.data.pretrain.permutation import local_perm, prediction_slots, sample_ranks
 from genlab.models.xlnet import XLNetLMHeadModel
 from genlab.tasks.pretrain import PermutationLMTask
 

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from genlab.data.toy2d import four_spins, two_circles
+from genlab.data.synthetic.toy2d import four_spins, two_circles
 from genlab.nn.mlp import mlp_layers
 from genlab.tasks import gan_losses as L
 

@@ -39,7 +39,7 @@ def load_pretrained(model: nn.Module, init_from: str) -> dict[str, Any]:
         state = {k[len("model."):]: v for k, v in ckpt.get("state_dict", {}).items() if k.startswith("model.")}
         if not state:
             raise CheckpointError(f"task.init_from={init_from}: the checkpoint holds no model.* weights.")
-        # data.tokenizer=<the .ckpt> stands for the run's own tokenizer (genlab.data.checkpoint_tokenizer)
+        # data.tokenizer=<the .ckpt> stands for the run's own tokenizer (genlab.data.tokenizers.from_checkpoint)
         identity = {"tokenizer_source": str(path), **ckpt.get("genlab", {}).get("data_identity", {})}
         theirs, ours = identity.get("vocab_size"), _arch(model).get("vocab_size")
         if theirs is not None and ours is not None and theirs != ours:
@@ -60,7 +60,7 @@ def load_pretrained(model: nn.Module, init_from: str) -> dict[str, Any]:
     tokenizer = _shipped_tokenizer(path)
     if tokenizer is None:
         return {}
-    from genlab.data.checkpoint_tokenizer import load_tokenizer
+    from genlab.data.tokenizers.from_checkpoint import load_tokenizer
 
     return {"tokenizer": load_tokenizer(tokenizer).identity, "tokenizer_source": str(tokenizer)}
 
@@ -80,7 +80,7 @@ def _load_strict_but_mlm_transform(model: nn.Module, state: dict[str, torch.Tens
 
 def _shipped_tokenizer(path: Path) -> Path | None:
     """The tokenizer file an HF checkpoint folder ships (spiece.model, vocab.txt, tokenizer.json), if any."""
-    from genlab.data.checkpoint_tokenizer import tokenizer_file
+    from genlab.data.tokenizers.from_checkpoint import tokenizer_file
 
     return tokenizer_file(path if path.is_dir() else path.parent)
 

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 from torchmetrics import MeanMetric
 
-from genlab.data.race import LETTERS
+from genlab.data.finetune.race import LETTERS
 from genlab.models.heads import MultipleChoiceHead
 from genlab.tasks.finetune_base import FinetuneTask
 

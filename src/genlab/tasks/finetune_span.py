@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 
-from genlab.data.squad import postprocess
+from genlab.data.finetune.squad import postprocess
 from genlab.errors import ConfigError
 from genlab.metrics.squad_eval import evaluate
 from genlab.models.heads import SpanHead

@@ -1,6 +1,6 @@
 """Planetoid objective (spec §3.3-§4): alternating SGD steps on the supervised loss and on the context loss.
 
-Each training batch is one step of the schedule built by :class:`genlab.data.planetoid.PlanetoidDataModule`
+Each training batch is one step of the schedule built by :class:`genlab.data.graphs.planetoid.PlanetoidDataModule`
 (the first batch is the whole unsupervised warm-up); every sub-batch gets its own optimiser step, with its own
 optimiser: ``optimizer`` for the supervised loss, ``context_optimizer`` for the context loss (the reference code
 uses 0.1 and 0.01/0.001). Model selection is on validation accuracy only; the best weights are restored at the

@@ -1,0 +1,1 @@
+"""Finetuning benchmarks (GLUE, SQuAD, RACE, document classification): readers, downloads, minis."""

@@ -1,0 +1,235 @@
+"""DataModule for sequence classification / regression finetuning: GLUE tasks and document classification.
+
+Batches (dicts of tensors, fixed length ``max_seq_len``):
+``input_ids`` [B,T] long, ``token_type_ids`` [B,T] long, ``attention_mask`` [B,T] long (1 = real token),
+``labels`` [B] long (class index) or float (STS-B), ``index`` [B] long (row of the example in its split).
+
+Layouts (spec xlnet.md §5.1): ``xlnet`` = ``A <sep> B <sep> <cls>``, segments A=0, B=1, ``<cls>``=2, padding=4,
+**left** padding with id 0 so ``<cls>`` is last; ``bert`` = ``<cls> A <sep> B <sep>``, segments 0/1, right padding.
+Pair truncation drops the last token of the longer of A/B until everything fits.
+
+Evaluation splits: validation = the task's dev split(s) (MNLI: matched, mismatched); test = the same labelled dev
+splits (GLUE test labels are hidden) plus, when present, the unlabelled test files whose predictions the task
+writes in the GLUE submission format. Document classification uses its test split as dev (official protocol).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from genlab.data.finetune import doc_classification as docs
+from genlab.data.finetune import glue
+from genlab.data.finetune.downloads import doc_spec, glue_spec
+from genlab.data.finetune.glue_minis import GLUE_MINIS
+from genlab.data.finetune.minis import IMDB_MINI, SST2_MINI
+from genlab.data.finetune.zhang_minis import ZHANG_MINIS
+from genlab.data.sources.tiers import DEFAULT_CACHE, DatasetSpec, locate
+from genlab.data.tokenizers.from_checkpoint import (
+    FinetuneTokenizer,
+    load_tokenizer,
+    special_ids,
+)
+from genlab.data.tokenizers.xlnet_pieces import PieceTokenizer, train_tokenizer
+from genlab.errors import DataError
+from genlab.utils import atomic_write, stable_hash
+
+CLS_ID, SEP_ID, PAD_ID = 3, 4, 0  # XLNet SentencePiece ids (genlab.data.pretrain.corpus); XLNet pads with id 0
+SEG_A, SEG_B, SEG_CLS, SEG_PAD = 0, 1, 2, 4
+LAYOUTS = ("xlnet", "bert")
+# human labels: SST-2, IMDB, Yelp-2, Amazon-2; the others are generated (each module says how)
+MINIS = {"sst2": SST2_MINI, "imdb": IMDB_MINI, **GLUE_MINIS, **ZHANG_MINIS}
+
+
+def truncate_pair(a: list[int], b: list[int] | None, budget: int) -> tuple[list[int], list[int] | None]:
+    """Drop the last token of the longer sequence until ``|a| + |b| <= budget`` (single: keep the first tokens)."""
+    if b is None:
+        return a[:budget], None
+    a, b = list(a), list(b)
+    while len(a) + len(b) > budget:
+        (a if len(a) > len(b) else b).pop()
+    return a, b
+
+
+def encode_pair(a: list[int], b: list[int] | None, max_len: int, layout: str = "xlnet", cls_id: int = CLS_ID,
+                sep_id: int = SEP_ID, pad_id: int = PAD_ID) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(input_ids, token_type_ids, attention_mask) of one example, each of length ``max_len``; the special ids
+    default to XLNet's SentencePiece ones (a WordPiece checkpoint passes its own)."""
+    a, b = truncate_pair(a, b, max_len - (3 if b is not None else 2))
+    tail = b + [sep_id] if b is not None else []
+    if layout == "xlnet":  # A <sep> B <sep> <cls>, left padding
+        ids = a + [sep_id] + tail + [cls_id]
+        seg = [SEG_A] * (len(a) + 1) + [SEG_B] * len(tail) + [SEG_CLS]
+        pad = max_len - len(ids)
+        return (np.array([pad_id] * pad + ids), np.array([SEG_PAD] * pad + seg),
+                np.array([0] * pad + [1] * len(ids)))
+    ids = [cls_id] + a + [sep_id] + tail  # [CLS] A [SEP] B [SEP], right padding
+    seg = [0] * (len(a) + 2) + [1] * len(tail)
+    pad = max_len - len(ids)
+    return np.array(ids + [pad_id] * pad), np.array(seg + [0] * pad), np.array([1] * len(ids) + [0] * pad)
+
+
+@dataclass
+class EncodedSplit(Dataset):
+    name: str
+    guids: list[str]
+    input_ids: np.ndarray
+    token_type_ids: np.ndarray
+    attention_mask: np.ndarray
+    labels: np.ndarray | None  # None = unlabelled (GLUE test)
+
+    def __len__(self) -> int:
+        return len(self.guids)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        item = {"input_ids": torch.from_numpy(self.input_ids[i]), "token_type_ids": torch.from_numpy(self.token_type_ids[i]),
+                "attention_mask": torch.from_numpy(self.attention_mask[i]), "index": i}
+        if self.labels is not None:
+            item["labels"] = torch.tensor(self.labels[i])
+        return item
+
+
+class ClassificationDataModule(pl.LightningDataModule):
+    """``task``: a GLUE task (cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli) or a document-classification
+    dataset (imdb, yelp2, yelp5, dbpedia, ag_news, amazon2, amazon5). ``tokenizer``: the SentencePiece model of
+    the pretrained checkpoint (required to finetune a pretrained model); null trains one on the training text."""
+
+    def __init__(self, task: str, source: str = "path", path: str | None = None, cache_dir: str | None = None,
+                 tokenizer: str | None = None, vocab_size: int = 8000, lower: bool = False, layout: str = "xlnet",
+                 max_seq_len: int = 128, batch_size: int = 32, eval_batch_size: int = 64, num_workers: int = 0,
+                 max_train_examples: int | None = None) -> None:
+        super().__init__()
+        if layout not in LAYOUTS:
+            raise DataError(f"data.layout={layout!r} must be one of {LAYOUTS}.")
+        self.is_glue = task.lower().replace("-", "") in glue.TASKS
+        if self.is_glue:
+            self.glue_task = glue.get_task(task)
+            self.labels: tuple[str, ...] = self.glue_task.labels
+        else:
+            self.doc = docs.get_dataset(task)
+            self.labels = docs.labels_of(self.doc)
+        self.task = task
+        self.source, self.path, self.cache_dir = source, path, cache_dir
+        self.tokenizer_file, self.vocab_size, self.lower, self.layout = tokenizer, vocab_size, lower, layout
+        self.max_seq_len, self.batch_size, self.eval_batch_size = max_seq_len, batch_size, eval_batch_size
+        self.num_workers, self.max_train_examples = num_workers, max_train_examples
+        self.tokenizer: FinetuneTokenizer | None = None
+        self.splits: dict[str, EncodedSplit] = {}
+        self.root: Path | None = None
+
+    # --- sizes and identity -------------------------------------------------------------------------------------
+    @property
+    def n_labels(self) -> int:
+        return len(self.labels) or 1  # 1 = regression
+
+    @property
+    def is_regression(self) -> bool:
+        return not self.labels
+
+    def model_overrides(self) -> dict[str, Any]:
+        return {"vocab_size": self.tokenizer.vocab_size}
+
+    def identity(self) -> dict[str, Any]:
+        return {"dataset": self.task, "tokenizer": self.tokenizer.identity, "vocab_size": self.tokenizer.vocab_size}
+
+    # --- files --------------------------------------------------------------------------------------------------
+    def _spec(self) -> DatasetSpec:
+        if self.source == "mini":
+            key = self.glue_task.name if self.is_glue else self.task
+            if key not in MINIS:
+                raise DataError(f"data.task={self.task} has no offline mini (minis: {sorted(MINIS)}); "
+                                "use data.source=path data.path=/your/copy.")
+            return MINIS[key]
+        return glue_spec(self.glue_task.name) if self.is_glue else doc_spec(self.doc.name)
+
+    def _examples(self) -> dict[str, tuple[list[glue.Example], bool]]:
+        """split name -> (examples, labelled)."""
+        root = self.root
+        if self.is_glue:
+            t = self.glue_task
+            out = {"train": (glue.read_split(t, root, t.train), True)}
+            out.update({name: (glue.read_split(t, root, s), True) for name, s in t.dev.items()})
+            for name, s in t.test.items():
+                if (root / s.file).is_file():
+                    out[name] = (glue.read_split(t, root, s), False)
+            return out
+        return {"train": (docs.read_docs(self.doc, root, "train"), True),
+                "test": (docs.read_docs(self.doc, root, "test"), True)}
+
+    def _load_tokenizer(self, train_texts: list[str]) -> FinetuneTokenizer:
+        if self.tokenizer_file is not None:  # a checkpoint's own: SentencePiece or WordPiece (folder, file)
+            return load_tokenizer(self.tokenizer_file, self.lower)
+        cache = Path(self.cache_dir).expanduser() if self.cache_dir else DEFAULT_CACHE
+        key = stable_hash(str(self.root.resolve()), len(train_texts), self.vocab_size, self.lower)
+        model = cache / "finetune" / f"spm_{self.task}_{key}.model"
+        if not model.is_file():
+            text = model.with_suffix(".txt")
+            with atomic_write(text, "w") as f:
+                f.writelines(" ".join(t.split()) + "\n" for t in train_texts if t.strip())
+            train_tokenizer([text], model.with_suffix(""), self.vocab_size)
+        return PieceTokenizer(model, self.lower)
+
+    def _encode(self, name: str, examples: list[glue.Example], labelled: bool) -> EncodedSplit:
+        tok, n = self.tokenizer, len(examples)
+        specials = special_ids(tok)  # {} for SentencePiece (XLNet's fixed ids)
+        ids = np.zeros((n, self.max_seq_len), dtype=np.int64)
+        seg, mask = np.zeros_like(ids), np.zeros_like(ids)
+        for i, ex in enumerate(examples):
+            b = tok.encode(ex.text_b) if ex.text_b is not None else None
+            ids[i], seg[i], mask[i] = encode_pair(tok.encode(ex.text_a), b, self.max_seq_len, self.layout, **specials)
+        labels = None
+        if labelled:
+            labels = (np.array([e.label for e in examples], dtype=np.float32) if self.is_regression
+                      else np.array([self.labels.index(e.label) for e in examples], dtype=np.int64))
+        return EncodedSplit(name, [e.guid for e in examples], ids, seg, mask, labels)
+
+    # --- Lightning hooks ----------------------------------------------------------------------------------------
+    def prepare_data(self) -> None:
+        locate(self._spec(), self.source, self.path, self.cache_dir)
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.splits:
+            return
+        self.root = locate(self._spec(), self.source, self.path, self.cache_dir)
+        raw = self._examples()
+        train = raw["train"][0][: self.max_train_examples] if self.max_train_examples else raw["train"][0]
+        raw["train"] = (train, True)
+        self.tokenizer = self._load_tokenizer([t for e in train for t in (e.text_a, e.text_b) if t])
+        self.splits = {name: self._encode(name, ex, lab) for name, (ex, lab) in raw.items()}
+
+    @property
+    def dev_splits(self) -> list[str]:
+        return list(self.glue_task.dev) if self.is_glue else ["test"]
+
+    @property
+    def predict_splits(self) -> list[str]:
+        return [n for n in self.glue_task.test if n in self.splits] if self.is_glue else []
+
+    def _loader(self, split: EncodedSplit, shuffle: bool, batch_size: int) -> DataLoader:
+        return DataLoader(split, batch_size=batch_size, shuffle=shuffle, num_workers=self.num_workers,
+                          drop_last=False, persistent_workers=self.num_workers > 0)
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader(self.splits["train"], True, self.batch_size)
+
+    def val_dataloader(self) -> list[DataLoader]:
+        return [self._loader(self.splits[n], False, self.eval_batch_size) for n in self.dev_splits]
+
+    def test_dataloader(self) -> list[DataLoader]:
+        names = self.dev_splits + self.predict_splits
+        return [self._loader(self.splits[n], False, self.eval_batch_size) for n in names]
+
+    def test_split_names(self) -> list[str]:
+        return self.dev_splits + self.predict_splits
+
+    def write_predictions(self, split: str, predictions: list, out_dir: Path) -> Path:
+        """GLUE submission file ``<out_dir>/<split>.tsv`` (e.g. ``MNLI-m.tsv``) for an unlabelled split."""
+        path = Path(out_dir) / f"{split}.tsv"
+        glue.write_submission(path, self.glue_task, self.splits[split].guids, predictions)
+        return path

@@ -1,0 +1,1 @@
+"""Planetoid graph data: the ind.* format, context sampling and the DataModule."""

@@ -1,0 +1,1 @@
+"""Image benchmarks of the semi-supervised GANs (MNIST, SVHN, CIFAR-10): readers, splits, minis."""

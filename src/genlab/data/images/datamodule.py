@@ -1,0 +1,247 @@
+"""Semi-supervised image DataModule: a labelled stream, an unlabelled stream and (MNIST) a second independent
+unlabelled stream for the generator step (bad-GAN spec §3.1, §4.1).
+
+Each stream is infinite and reshuffles at every pass, emitting the last partial batch, as in the reference
+code; training length is set by ``trainer.max_steps``. The test split is the monitoring split (the spec uses
+no validation set). A training batch is a dict: ``x_lab`` [B_l, ...], ``y_lab`` [B_l], ``x_unl`` [B_u, ...]
+and, when ``g_step_unlabeled='separate'``, ``x_unl2`` [B_u, ...]. Eval batches are ``x`` / ``y``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterator
+
+import numpy as np
+import pytorch_lightning as pl
+import torch
+from torch import Tensor
+from torch.utils.data import DataLoader, IterableDataset, TensorDataset
+
+from genlab.data.images.minis import DIGITS, MNIST5K
+from genlab.data.images.readers import (
+    CIFAR10,
+    MNIST,
+    SVHN,
+    read_cifar10,
+    read_mnist,
+    read_svhn,
+)
+from genlab.data.images.ssl_split import balanced_labeled_subset, subset_digest
+from genlab.data.sources.tiers import locate
+from genlab.errors import ConfigError
+
+# name -> (dataset spec, reader, maximum raw pixel value)
+DATASETS = {
+    "mnist": (MNIST, read_mnist, 255.0),
+    "mnist5k": (MNIST5K, read_mnist, 255.0),
+    "digits": (DIGITS, read_mnist, 16.0),
+    "svhn": (SVHN, read_svhn, 255.0),
+    "cifar10": (CIFAR10, read_cifar10, 255.0),
+}
+
+
+def _batches(n: int, batch_size: int, seed: int, start: int = 0) -> Iterator[Tensor]:
+    """Index batches forever, reshuffled at each pass; the last batch of a pass may be smaller. ``start`` skips
+    that many batches by replaying one permutation per skipped pass (the same draws as an uninterrupted run)."""
+    gen = torch.Generator().manual_seed(seed)
+    passes, offset = divmod(start, max(1, math.ceil(n / batch_size)))
+    for _ in range(passes):
+        torch.randperm(n, generator=gen)
+    while True:
+        yield from torch.randperm(n, generator=gen).split(batch_size)[offset:]
+        offset = 0
+
+
+class SSLStream(IterableDataset):
+    """The training batches from position ``start`` on; each carries its ``position`` so the DataModule can
+    record what was really consumed (Lightning prefetches one batch ahead). With ``world_size`` processes the
+    batches are drawn ``world_size`` times larger and rank r keeps every world_size-th index from r (disjoint
+    shares; an iterable dataset gets no DistributedSampler from Lightning)."""
+
+    def __init__(self, x_lab: Tensor, y_lab: Tensor, x_unl: Tensor, batch_lab: int, batch_unl: int,
+                 separate_g_stream: bool, seed: int, start: int = 0, rank: int = 0, world_size: int = 1) -> None:
+        self.x_lab, self.y_lab, self.x_unl = x_lab, y_lab, x_unl
+        self.batch_lab, self.batch_unl, self.separate, self.seed = batch_lab, batch_unl, separate_g_stream, seed
+        self.start, self.rank, self.world = start, rank, world_size
+
+    def _share(self, n: int, batch: int, seed: int) -> Iterator[Tensor]:
+        return (i[self.rank :: self.world] for i in _batches(n, batch * self.world, seed, self.start))
+
+    def __iter__(self) -> Iterator[dict[str, Tensor]]:
+        lab = self._share(len(self.x_lab), self.batch_lab, self.seed * 3 + 1)
+        unl = self._share(len(self.x_unl), self.batch_unl, self.seed * 3 + 2)
+        unl2 = self._share(len(self.x_unl), self.batch_unl, self.seed * 3 + 3)
+        position = self.start
+        while True:
+            i = next(lab)
+            batch = {"x_lab": self.x_lab[i], "y_lab": self.y_lab[i], "x_unl": self.x_unl[next(unl)],
+                     "position": position}
+            if self.separate:
+                batch["x_unl2"] = self.x_unl[next(unl2)]
+            yield batch
+            position += 1
+
+
+class SSLImageDataModule(pl.LightningDataModule):
+    def __init__(self, dataset: str = "mnist5k", source: str = "mini", path: str | None = None,
+                 cache_dir: str | None = None, n_labeled: int = 100, seed: int = 0, batch_size: int = 100,
+                 labeled_batch_size: int = 100, eval_batch_size: int = 200, unlabeled_pool: str = "exclude_labeled",
+                 g_step_unlabeled: str = "separate", scale: str = "unit", flatten: bool = True) -> None:
+        super().__init__()
+        if dataset not in DATASETS:
+            raise ConfigError(f"data.dataset={dataset!r} is unknown; choose one of {sorted(DATASETS)}.")
+        if unlabeled_pool not in ("exclude_labeled", "all"):
+            raise ConfigError(f"data.unlabeled_pool={unlabeled_pool!r}: use 'exclude_labeled' (MNIST) or 'all'.")
+        if g_step_unlabeled not in ("separate", "same"):
+            raise ConfigError(f"data.g_step_unlabeled={g_step_unlabeled!r}: use 'separate' (MNIST) or 'same'.")
+        if scale not in ("unit", "symmetric"):
+            raise ConfigError(f"data.scale={scale!r}: use 'unit' ([0,1]) or 'symmetric' ([-1,1]).")
+        self.save_hyperparameters()
+        self.labeled_indices: np.ndarray | None = None
+        self.next_position = 0  # training batches consumed so far; saved in checkpoints (resume continues here)
+
+    def _to_float(self, images: np.ndarray) -> Tensor:
+        x = torch.from_numpy(images.astype(np.float32)) / DATASETS[self.hparams.dataset][2]
+        if self.hparams.scale == "symmetric":
+            x = x * 2.0 - 1.0
+        return x.flatten(1) if self.hparams.flatten else x
+
+    def prepare_data(self) -> None:
+        spec = DATASETS[self.hparams.dataset][0]
+        locate(spec, self.hparams.source, self.hparams.path, self.hparams.cache_dir)
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.labeled_indices is not None and hasattr(self, "x_test"):
+            return
+        spec, reader, _ = DATASETS[self.hparams.dataset]
+        root = locate(spec, self.hparams.source, self.hparams.path, self.hparams.cache_dir)
+        x_train, y_train = reader(root, "train")
+        x_test, y_test = reader(root, "test")
+        idx = (balanced_labeled_subset(y_train, self.hparams.n_labeled, self.hparams.seed)
+               if self.hparams.n_labeled else np.zeros(0, dtype=np.int64))
+        self.labeled_indices = idx
+        self.labeled_digest = subset_digest(idx)
+        x_all = self._to_float(x_train)
+        self.x_lab, self.y_lab = x_all[idx], torch.from_numpy(y_train[idx])
+        if self.hparams.unlabeled_pool == "exclude_labeled":
+            keep = np.ones(len(y_train), dtype=bool)
+            keep[idx] = False
+            self.x_unl = x_all[torch.from_numpy(keep)]
+        else:
+            self.x_unl = x_all
+        self.x_test, self.y_test = self._to_float(x_test), torch.from_numpy(y_test)
+
+    @property
+    def iters_per_epoch(self) -> int:
+        """The reference code's "epoch": one pass over the unlabelled stream."""
+        return math.ceil(len(self.x_unl) / self.hparams.batch_size)
+
+    def reference_images(self, which: str) -> Tensor:
+        """Images defining the low-density threshold: ``test`` (the code, transductive) or ``train_unlabeled``."""
+        if which == "test":
+            return self.x_test
+        if which == "train_unlabeled":
+            return self.x_unl
+        raise ConfigError(f"task.ld_threshold_set={which!r}: use 'test' or 'train_unlabeled'.")
+
+    def train_dataloader(self) -> DataLoader:
+        stream = SSLStream(self.x_lab, self.y_lab, self.x_unl, self.hparams.labeled_batch_size,
+                           self.hparams.batch_size, self.hparams.g_step_unlabeled == "separate", self.hparams.seed,
+                           start=self.next_position, rank=self.trainer.global_rank if self.trainer else 0,
+                           world_size=self.trainer.world_size if self.trainer else 1)
+        return DataLoader(stream, batch_size=None)
+
+    def on_before_batch_transfer(self, batch, dataloader_idx: int):
+        """Count a training batch when Lightning really hands it to the step (not when it is prefetched)."""
+        if isinstance(batch, dict) and "position" in batch:
+            batch = dict(batch)
+            position = int(batch.pop("position"))
+            if self.trainer is not None and self.trainer.training:
+                self.next_position = position + 1
+        return batch
+
+    def _eval_loader(self) -> DataLoader:
+        return DataLoader(TensorDataset(self.x_test, self.y_test), batch_size=self.hparams.eval_batch_size,
+                          collate_fn=lambda items: {"x": torch.stack([a for a, _ in items]),
+                                                    "y": torch.stack([b for _, b in items])})
+
+    def val_dataloader(self) -> DataLoader:
+        return self._eval_loader()
+
+    def test_dataloader(self) -> DataLoader:
+        return self._eval_loader()
+
+    def identity(self) -> dict:
+        """Recorded in checkpoints; resuming with another dataset or labelled subset is refused."""
+        return {"dataset": self.hparams.dataset, "n_labeled": self.hparams.n_labeled,
+                "labeled_digest": getattr(self, "labeled_digest", None)}
+
+    def state_dict(self) -> dict:
+        """The labelled subset and the stream position are recorded in every checkpoint."""
+        return {"labeled_indices": None if self.labeled_indices is None else self.labeled_indices.tolist(),
+                "labeled_digest": getattr(self, "labeled_digest", None), "seed": self.hparams.seed,
+                "next_position": self.next_position}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.next_position = int(state.get("next_position", 0))
+
+
+class ImageDensityDataModule(SSLImageDataModule):
+    """Plain image batches ``{"x": [B, C, H, W] in [-1, 1]}`` of the same datasets, for density models."""
+
+    def __init__(self, dataset: str = "mnist5k", source: str = "mini", path: str | None = None,
+                 cache_dir: str | None = None, batch_size: int = 40, eval_batch_size: int = 200,
+                 seed: int = 0) -> None:
+        super().__init__(dataset=dataset, source=source, path=path, cache_dir=cache_dir, n_labeled=0, seed=seed,
+                         batch_size=batch_size, eval_batch_size=eval_batch_size, unlabeled_pool="all",
+                         scale="symmetric", flatten=False)
+
+    @property
+    def n_levels(self) -> int:
+        """Number of distinct pixel values (256, or 17 for the 8x8 digits)."""
+        return int(DATASETS[self.hparams.dataset][2]) + 1
+
+    def train_dataloader(self) -> DataLoader:
+        gen = torch.Generator().manual_seed(self.hparams.seed)
+        return DataLoader(TensorDataset(self.x_unl), batch_size=self.hparams.batch_size, shuffle=True,
+                          generator=gen, drop_last=True, collate_fn=lambda items: {"x": torch.stack([a for (a,) in items])})
+
+
+class OneClassImageDataModule(SSLImageDataModule):
+    """One digit class of a dataset (train and test files pooled), split 85/15 with random_state 0 as the NIST
+    loader of the CEGAN ranking experiment. Batches ``{"x": [B, D]}`` in [0, 1]; ``x_test`` holds held-out images."""
+
+    def __init__(self, dataset: str = "digits", source: str = "mini", path: str | None = None,
+                 cache_dir: str | None = None, digit: int = 1, batch_size: int = 128, seed: int = 0) -> None:
+        super().__init__(dataset=dataset, source=source, path=path, cache_dir=cache_dir, n_labeled=0, seed=seed,
+                         batch_size=batch_size, unlabeled_pool="all", scale="unit", flatten=True)
+        self.digit = digit
+
+    def setup(self, stage: str | None = None) -> None:
+        from sklearn.model_selection import train_test_split
+
+        if hasattr(self, "x_train"):
+            return
+        spec, reader, _ = DATASETS[self.hparams.dataset]
+        root = locate(spec, self.hparams.source, self.hparams.path, self.hparams.cache_dir)
+        parts = [reader(root, split) for split in ("train", "test")]
+        images = np.concatenate([p[0] for p in parts])
+        labels = np.concatenate([p[1] for p in parts])
+        if not (labels == self.digit).any():
+            raise ConfigError(f"data.digit={self.digit} does not occur in {self.hparams.dataset}.")
+        x = self._to_float(images[labels == self.digit])
+        train_idx, test_idx = train_test_split(np.arange(len(x)), test_size=0.15, random_state=0)
+        self.x_train, self.x_test = x[train_idx], x[test_idx]
+
+    def train_dataloader(self) -> DataLoader:
+        gen = torch.Generator().manual_seed(self.hparams.seed)
+        return DataLoader(TensorDataset(self.x_train), batch_size=self.hparams.batch_size, shuffle=True,
+                          drop_last=True, generator=gen,
+                          collate_fn=lambda items: {"x": torch.stack([a for (a,) in items])})
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(TensorDataset(self.x_test), batch_size=500,
+                          collate_fn=lambda items: {"x": torch.stack([a for (a,) in items])})
+
+    test_dataloader = val_dataloader

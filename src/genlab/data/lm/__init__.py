@@ -1,0 +1,1 @@
+"""Language-modelling corpora: real-format readers, vocabularies, token caches, ordered streams, minis."""

@@ -1,0 +1,424 @@
+"""Readers for the real on-disk formats of the language-modelling benchmarks (TXL spec §4.1, MoS spec §4).
+
+Each ``read_*`` takes the dataset directory and returns ``(vocab, {"train", "valid", "test"} -> int32 ids)``.
+Word corpora are split on whitespace one line at a time (one dict lookup per token); byte and character
+corpora are parsed with NumPy, without a Python loop over symbols.
+"""
+
+from __future__ import annotations
+
+import os
+import zipfile
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+import numpy as np
+
+from genlab.data.lm.vocab import Order, Vocab, build_value_vocab, build_word_vocab
+from genlab.errors import DataError
+from genlab.utils import atomic_write
+
+SPLITS = ("train", "valid", "test")
+EOS = "<eos>"
+ENCODE_CHUNK_LINES = 100_000
+PARSE_CHUNK_BYTES = 1 << 23  # enwik8/text8 files are parsed and written in pieces of this size
+
+
+# ---------------------------------------------------------------------------------------------- word streams
+def _read_lines(path: Path) -> Iterable[list[str]]:
+    """Blocks of lines of a UTF-8 file; a decoding error becomes a DataError naming the file."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            block: list[str] = []
+            for line in f:
+                block.append(line)
+                if len(block) >= ENCODE_CHUNK_LINES:
+                    yield block
+                    block = []
+            if block:
+                yield block
+    except UnicodeDecodeError as err:
+        raise DataError(f"{path} is not valid UTF-8 text ({err}); the file is corrupt or not this dataset.") from err
+    except OSError as err:
+        raise DataError(f"cannot read {path} ({err}).") from err
+
+
+def encode_word_file(path: Path, vocab: Vocab, eos: str | None = EOS, lower: bool = False) -> np.ndarray:
+    """Ids of a whitespace-tokenised file, ``eos`` appended to every line (blank lines included)."""
+    parts = []
+    for block in _read_lines(path):
+        lines = [line.lower() for line in block] if lower else block
+        if eos is None:
+            tokens = "".join(lines).split()
+        else:
+            # one marker per line, blank lines included: "a b\n", "\n" -> a b <eos> <eos>
+            tokens = f" {eos} ".join(lines).split()
+            tokens.append(eos)
+        parts.append(vocab.encode(tokens, where=str(path)))
+    ids = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
+    return _non_empty(ids, path)
+
+
+def _non_empty(ids: np.ndarray, path: Path) -> np.ndarray:
+    if ids.size == 0:
+        raise DataError(f"{path} holds no tokens: the corpus split is empty. Replace it with the real file.")
+    return ids
+
+
+def read_word_corpus(
+    files: dict[str, Path],
+    vocab_splits: Sequence[str],
+    order: Order = "frequency",
+    unk: str | None = "<unk>",
+    lower: bool = False,
+    vocab: Vocab | None = None,
+) -> tuple[Vocab, dict[str, np.ndarray]]:
+    """WikiText / PTB style: ``<eos>`` appended to each line; id 0 in frequency order, inline in first-appearance.
+
+    ``unk`` is used for out-of-vocabulary tokens only when the vocabulary contains it (these corpora are
+    closed: their rare words are already ``<unk>``); otherwise an unseen token is an error. A given ``vocab``
+    (e.g. the one shipped with an imported checkpoint) is used as is instead of being rebuilt.
+    """
+    for split, path in files.items():
+        if not path.is_file():
+            raise DataError(f"{path} is missing: the {split} split of this corpus. Put the file there or fix data.path.")
+        if path.stat().st_size == 0:
+            raise DataError(f"{path} is empty (0 bytes): the {split} split has no text. Replace it with the real file.")
+    if vocab is None:
+        specials = (EOS,) if order == "frequency" else ()  # MoS meets <eos> inline, after the first line's words
+        vocab = build_word_vocab([files[s] for s in vocab_splits], specials=specials, order=order, lower=lower)
+    if unk is not None and unk in vocab and vocab.unk is None:
+        vocab = Vocab(vocab.symbols, unk=unk, specials=vocab.specials)
+    return vocab, {s: encode_word_file(p, vocab, lower=lower) for s, p in files.items()}
+
+
+def read_wikitext(
+    root: Path, order: Order = "frequency", vocab_splits: Sequence[str] = ("train",), vocab: Vocab | None = None
+):
+    """``wiki.{train,valid,test}.tokens`` (WikiText-103 and WikiText-2): case kept, ``<eos>`` on every line.
+
+    TXL counts train only for WT103 and train+valid+test for WT2; the vocabulary is the same set either way.
+    """
+    files = {s: Path(root) / f"wiki.{s}.tokens" for s in SPLITS}
+    return read_word_corpus(files, vocab_splits, order=order, vocab=vocab)
+
+
+def read_ptb(
+    root: Path, order: Order = "frequency", char: bool = False, lower_case: bool = False, vocab: Vocab | None = None
+):
+    """Mikolov's ``ptb.{split}.txt`` (word) or ``ptb.char.{split}.txt`` (char); vocab from all three splits.
+
+    ``lower_case`` is the TXL PTB setting (it turns the number token ``N`` into ``n``); MoS/AWD-LSTM keep case.
+    """
+    stem = "ptb.char" if char else "ptb"
+    files = {s: Path(root) / f"{stem}.{s}.txt" for s in SPLITS}
+    return read_word_corpus(files, SPLITS, order=order, lower=lower_case, vocab=vocab)
+
+
+# ---------------------------------------------------------------------------------------------- enwik8
+def split_sizes(total: int, n_test: int) -> tuple[int, int, int]:
+    """The official 90M/5M/5M rule: the last ``n_test`` symbols are test, the ``n_test`` before them valid."""
+    if total <= 2 * n_test:
+        raise DataError(f"corpus of {total} symbols is too small for valid and test parts of {n_test} each.")
+    return total - 2 * n_test, n_test, n_test
+
+
+def prepare_enwik8(root: Path, n_test: int = 5_000_000, archive: str = "enwik8.zip") -> None:
+    """``enwik8.zip`` -> ``{train,valid,test}.txt``: bytes as space-separated decimals, newline bytes as line breaks.
+
+    Same output as salesforce/awd-lstm-lm ``prep_enwik8.py`` (no trailing newline), written with NumPy.
+    """
+    root = Path(root)
+    data = _read_zip_member(root / archive, "enwik8")
+    raw = np.frombuffer(data, dtype=np.uint8)
+    n_train, n_valid, _ = split_sizes(len(raw), n_test)
+    parts = {"train": raw[:n_train], "valid": raw[n_train : n_train + n_valid], "test": raw[n_train + n_valid :]}
+    for split, part in parts.items():
+        with atomic_write(root / f"{split}.txt", "wb") as f:
+            for k in range(0, len(part), PARSE_CHUNK_BYTES):  # bounded memory on the 90M-byte train part
+                f.write((b" " if k else b"") + bytes_to_decimal_text(part[k : k + PARSE_CHUNK_BYTES]))
+
+
+def bytes_to_decimal_text(part: np.ndarray) -> bytes:
+    """``b'A\\nB'`` -> ``b'65 \\n 66'``: each byte's decimal value, joined by spaces; byte 10 stays a newline."""
+    names = [str(v).encode() if v != 10 else b"\n" for v in range(256)]
+    # vectorised join: emit the table entry of every byte, separated by single spaces
+    lengths = np.array([len(n) for n in names], dtype=np.int64)[part]
+    flat = np.frombuffer(b"".join(n.ljust(3, b"\0") for n in names), dtype=np.uint8).reshape(256, 3)
+    out_len = int(lengths.sum() + max(len(part) - 1, 0))
+    out = np.full(out_len, ord(" "), dtype=np.uint8)
+    starts = np.concatenate(([0], np.cumsum(lengths + 1)[:-1])) if len(part) else np.zeros(0, dtype=np.int64)
+    for k in range(3):  # at most three digits per byte
+        sel = lengths > k
+        out[starts[sel] + k] = flat[part[sel], k]
+    return out.tobytes()
+
+
+def _separated_chunks(path: Path, chunk: int | None = None) -> Iterable[tuple[int, np.ndarray]]:
+    """(file offset, bytes) pieces of ``path`` that each end at a space or newline (or at the end of the file), so
+    no symbol is cut in two; memory stays at one piece whatever the file size."""
+    chunk = chunk or PARSE_CHUNK_BYTES
+    offset, carry = 0, b""
+    try:
+        with open(path, "rb") as f:
+            while True:
+                block = f.read(chunk)
+                data = carry + block
+                if not block:
+                    if data:
+                        yield offset, np.frombuffer(data, dtype=np.uint8)
+                    return
+                cut = max(data.rfind(b" "), data.rfind(b"\n")) + 1
+                if cut == 0:
+                    carry = data
+                    continue
+                yield offset, np.frombuffer(data[:cut], dtype=np.uint8)
+                offset += cut
+                carry = data[cut:]
+    except OSError as err:
+        raise DataError(f"cannot read {path} ({err}).") from err
+
+
+def parse_decimal_bytes(path: Path, keep_newlines: bool = False) -> np.ndarray:
+    """Decimal byte values of an enwik8-format file, in order; a newline becomes byte 10 only if ``keep_newlines``.
+
+    The official pipeline reads line by line without ``<eos>``, so newline bytes are dropped (TXL P12).
+    """
+    parts = [_parse_decimal_chunk(buf, off, path, keep_newlines) for off, buf in _separated_chunks(Path(path))]
+    values = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int16)
+    return _non_empty(values, path)
+
+
+def _parse_decimal_chunk(buf: np.ndarray, offset: int, path: Path, keep_newlines: bool) -> np.ndarray:
+    digit = (buf >= 48) & (buf <= 57)
+    sep = (buf == 32) | (buf == 10) | (buf == 13)
+    if not np.all(digit | sep):
+        pos = int(np.flatnonzero(~(digit | sep))[0])
+        raise DataError(
+            f"{path} is not in enwik8 format: byte offset {offset + pos} holds {bytes(buf[pos:pos + 1])!r}; expected "
+            "decimal byte values separated by spaces. Re-create it from enwik8.zip (data.source=download prepares it)."
+        )
+    prev = np.concatenate(([False], digit[:-1]))
+    nxt = np.concatenate((digit[1:], [False]))
+    start = np.flatnonzero(digit & ~prev)
+    end = np.flatnonzero(digit & ~nxt) + 1
+    if np.any(end - start > 3):
+        raise DataError(f"{path}: a number longer than 3 digits at byte {offset + int(start[np.argmax(end - start > 3)])}.")
+    # value of each run: digits weighted by 10^(distance to the run end)
+    value = np.zeros(len(start), dtype=np.int16)
+    for k in range(3):
+        pos = end - 1 - k
+        ok = pos >= start
+        value[ok] += (buf[pos[ok]].astype(np.int16) - 48) * 10**k
+    if np.any(value > 255):
+        raise DataError(f"{path}: value {int(value.max())} is not a byte (0-255); the file is corrupt.")
+    if keep_newlines:
+        nl = np.flatnonzero(buf == 10)
+        order = np.argsort(np.concatenate((start, nl)), kind="stable")
+        value = np.concatenate((value, np.full(len(nl), 10, dtype=np.int16)))[order]
+    return value
+
+
+def read_enwik8(root: Path, keep_newlines: bool = False, vocab: Vocab | None = None):
+    """enwik8 ``{train,valid,test}.txt``; vocab = byte values seen in all three splits, by frequency, no specials."""
+    raw = {s: parse_decimal_bytes(Path(root) / f"{s}.txt", keep_newlines) for s in SPLITS}
+    return _encode_values(root, raw, [str(v) for v in range(256)], vocab)
+
+
+def _encode_values(root: Path, raw: dict[str, np.ndarray], names: list[str], vocab: Vocab | None):
+    """Byte/char values -> ids, with a vocabulary built from all splits or the given one."""
+    if vocab is None:
+        vocab, table = build_value_vocab([raw[s] for s in SPLITS], len(names), names)
+    else:
+        table = np.array([vocab.get(n, -1) for n in names], dtype=np.int32)
+    out = {}
+    for split, values in raw.items():
+        ids = table[values]
+        if ids.min() < 0:
+            bad = names[int(values[int(np.argmin(ids))])]
+            raise DataError(f"{root}/{split}.txt: symbol {bad!r} is not in the given vocabulary; use the vocabulary "
+                            "this corpus was tokenised with.")
+        out[split] = ids
+    return vocab, out
+
+
+# ---------------------------------------------------------------------------------------------- text8
+TEXT8_ALPHABET = "_abcdefghijklmnopqrstuvwxyz"
+
+
+def prepare_text8(root: Path, n_test: int = 5_000_000, archive: str = "text8.zip") -> None:
+    """``text8.zip`` -> ``{train,valid,test}.txt`` with the 90M/5M/5M split, each part stripped, characters
+    space-separated and ' ' written as '_' (the TXL ``prep_text8.py`` output)."""
+    root = Path(root)
+    raw = np.frombuffer(_read_zip_member(root / archive, "text8"), dtype=np.uint8)
+    n_train, n_valid, _ = split_sizes(len(raw), n_test)
+    parts = {"train": raw[:n_train], "valid": raw[n_train : n_train + n_valid], "test": raw[n_train + n_valid :]}
+    for split, part in parts.items():
+        text = part.tobytes().strip()
+        chars = np.frombuffer(text, dtype=np.uint8).copy()
+        chars[chars == ord(" ")] = ord("_")
+        out = np.full(max(2 * len(chars) - 1, 0), ord(" "), dtype=np.uint8)
+        out[::2] = chars
+        with atomic_write(root / f"{split}.txt", "wb") as f:
+            f.write(out.tobytes())
+
+
+def parse_text8_chars(path: Path) -> np.ndarray:
+    """Characters of a prepared text8 file (single characters separated by spaces), as byte values."""
+    parts = [_parse_text8_chunk(buf, off, path) for off, buf in _separated_chunks(Path(path))]
+    return _non_empty(np.concatenate(parts) if parts else np.zeros(0, dtype=np.int16), path)
+
+
+_TEXT8_ALLOWED = np.zeros(256, dtype=bool)
+_TEXT8_ALLOWED[np.frombuffer(TEXT8_ALPHABET.encode(), dtype=np.uint8)] = True
+
+
+def _parse_text8_chunk(buf: np.ndarray, offset: int, path: Path) -> np.ndarray:
+    is_sep = (buf == 32) | (buf == 10)
+    lone = ~is_sep & np.concatenate(([True], is_sep[:-1])) & np.concatenate((is_sep[1:], [True]))
+    bad = ~is_sep & (~lone | ~_TEXT8_ALLOWED[buf])
+    if bad.any():
+        pos = int(np.flatnonzero(bad)[0])
+        raise DataError(
+            f"{path} is not in prepared text8 format at byte {offset + pos} ({bytes(buf[pos:pos + 8])!r}): expected "
+            "single characters a-z or '_' separated by spaces. Re-create it from text8.zip (data.source=download)."
+        )
+    return buf[~is_sep].astype(np.int16)
+
+
+def read_text8(root: Path, vocab: Vocab | None = None):
+    """text8 ``{train,valid,test}.txt``: 27 symbols ('_' for space), no ``<eos>``, frequency order."""
+    raw = {s: parse_text8_chars(Path(root) / f"{s}.txt") for s in SPLITS}
+    return _encode_values(root, raw, [chr(v) for v in range(256)], vocab)
+
+
+# ---------------------------------------------------------------------------------------------- One Billion Word
+LM1B_TRAIN_DIR = "training-monolingual.tokenized.shuffled"
+LM1B_HELDOUT_DIR = "heldout-monolingual.tokenized.shuffled"
+LM1B_VOCAB = "1b_word_vocab.txt"
+LM1B_TRAIN_SHARDS = tuple(f"{LM1B_TRAIN_DIR}/news.en-{i:05d}-of-00100" for i in range(1, 100))
+LM1B_HELDOUT = f"{LM1B_HELDOUT_DIR}/news.en.heldout-00000-of-00050"
+LM1B_CONVENTIONS = ("pytorch", "tf")
+
+
+def read_lm1b_vocab(path: Path) -> Vocab:
+    """``1b_word_vocab.txt``: one symbol (first field) per line, in file order; ``<UNK>`` takes OOV words."""
+    symbols = []
+    for block in _read_lines(path):
+        symbols.extend(line.split()[0] for line in block if line.strip())
+    if not symbols:
+        raise DataError(f"{path} is empty: the LM1B vocabulary file lists no symbols. Download it again.")
+    for required in ("<S>", "<UNK>"):
+        if required not in symbols:
+            raise DataError(f"{path} lacks the symbol {required}; it is not the LM1B vocabulary file.")
+    return Vocab(symbols, unk="<UNK>")
+
+
+def lm1b_stream(sentences: Sequence[str], vocab: Vocab, convention: str, where: str, opening: bool) -> np.ndarray:
+    """Wrap sentences as ``<S> w1..wn <S>``.
+
+    pytorch (default): consecutive sentences share one ``<S>`` boundary, so each sentence contributes its words and
+    one closing ``<S>`` as targets and ``<S> -> <S>`` is never scored. ``opening`` writes the very first ``<S>``.
+    tf: the blocks are concatenated, which also scores each closing-to-opening ``<S> -> <S>`` (TXL P13).
+    """
+    if convention == "pytorch":
+        tokens = (" <S> ".join(sentences) + " <S>").split()
+        if opening:
+            tokens.insert(0, "<S>")
+    elif convention == "tf":
+        tokens = " ".join(f"<S> {s} <S>" for s in sentences).split()
+    else:
+        raise DataError(f"lm1b convention {convention!r} is not one of {LM1B_CONVENTIONS}.")
+    return vocab.encode(tokens, where=where)
+
+
+def _sentences(path: Path) -> list[str]:
+    out: list[str] = []
+    for block in _read_lines(path):
+        out.extend(s for s in (line.strip() for line in block) if s)
+    if not out:
+        raise DataError(f"{path} holds no sentences: the shard is empty. Replace it with the real file.")
+    return out
+
+
+def read_lm1b(
+    root: Path,
+    convention: str = "pytorch",
+    shuffle_seed: int = 0,
+    train_shards: Sequence[str] = LM1B_TRAIN_SHARDS,
+):
+    """LM1B: training shards (shard order and the sentences in each shard shuffled with ``shuffle_seed``),
+    ``heldout-00000`` as both valid and test (TXL ``getdata.sh``), vocabulary from ``1b_word_vocab.txt``.
+
+    ``train`` is an iterator of per-shard id arrays (see :func:`materialize`); valid and test are arrays.
+    """
+    if convention not in LM1B_CONVENTIONS:
+        raise DataError(f"lm1b convention {convention!r} is not one of {LM1B_CONVENTIONS}.")
+    root = Path(root)
+    vocab = read_lm1b_vocab(root / LM1B_VOCAB)
+    missing = [s for s in train_shards if not (root / s).is_file()]
+    if missing:
+        raise DataError(f"LM1B training shard {root / missing[0]} is missing ({len(missing)} missing); re-extract them.")
+
+    def train_stream() -> Iterator[np.ndarray]:
+        """One shard at a time (0.8B tokens do not need to sit in memory twice)."""
+        rng = np.random.default_rng(shuffle_seed)
+        for k, shard in enumerate(rng.permutation(len(train_shards))):
+            path = root / train_shards[int(shard)]
+            sents = _sentences(path)
+            sents = [sents[i] for i in rng.permutation(len(sents))]
+            yield lm1b_stream(sents, vocab, convention, str(path), opening=k == 0)
+
+    heldout = root / LM1B_HELDOUT
+    held = lm1b_stream(_sentences(heldout), vocab, convention, str(heldout), opening=True)
+    return vocab, {"train": train_stream(), "valid": held, "test": held.copy()}
+
+
+def materialize(ids: np.ndarray | Iterable[np.ndarray]) -> np.ndarray:
+    """A split as one array, whether the reader returned an array or a stream of chunks."""
+    return ids if isinstance(ids, np.ndarray) else np.concatenate(list(ids))
+
+
+# ---------------------------------------------------------------------------------------------- archives
+def _read_zip_member(archive: Path, member: str) -> bytes:
+    try:
+        with zipfile.ZipFile(archive) as z:
+            return z.read(member)
+    except FileNotFoundError as err:
+        raise DataError(f"{archive} is missing; download it or point data.path at a folder holding it.") from err
+    except (zipfile.BadZipFile, KeyError, OSError, EOFError) as err:
+        raise DataError(f"{archive} is corrupt or truncated ({err}); delete it and download it again.") from err
+
+
+def extract_members(archive: Path, wanted: dict[str, str], root: Path) -> None:
+    """Extract ``wanted`` (member path -> destination relative to ``root``) from a zip or tar archive, atomically
+    per file, streaming (the LM1B tarball is 1.7 GB)."""
+    import shutil
+    import tarfile
+
+    root = Path(root)
+    try:
+        if zipfile.is_zipfile(archive):
+            with zipfile.ZipFile(archive) as z:
+                missing = sorted(set(wanted) - set(z.namelist()))
+                if missing:
+                    raise DataError(f"{archive} lacks {', '.join(missing[:3])}; it is not the expected archive.")
+                for member, dest in wanted.items():
+                    with z.open(member) as src, atomic_write(root / dest, "wb") as out:
+                        shutil.copyfileobj(src, out, 1 << 20)
+            return
+        with tarfile.open(archive, "r:*") as t:
+            found = set()
+            for info in t:
+                name = os.path.normpath(info.name)
+                if name in wanted and info.isfile():
+                    src = t.extractfile(info)
+                    assert src is not None
+                    with src, atomic_write(root / wanted[name], "wb") as out:
+                        shutil.copyfileobj(src, out, 1 << 20)
+                    found.add(name)
+        missing = sorted(set(wanted) - found)
+        if missing:
+            raise DataError(f"{archive} lacks {', '.join(missing[:3])}; it is not the expected archive.")
+    except (zipfile.BadZipFile, tarfile.TarError, KeyError, EOFError, OSError) as err:
+        raise DataError(f"{archive} is corrupt or truncated ({err}); delete it and download it again.") from err

@@ -1,0 +1,348 @@
+"""LightningDataModule for XLNet (PLM), DAE + Transformer-XL and BERT (MLM) pretraining batches.
+
+Every batch is a whole step of ``batch_size`` streams per device (``DataLoader(batch_size=None)``), consumed in
+order so memory carries across consecutive batches (spec §3.2, pitfall 17). When the trainer accumulates A
+micro-batches (``data.global_batch``), the streams are split into ``world * A`` chunks and a training batch is
+one chunk at one step (key ``chunk``), so the optimiser steps on the same examples for any processes x A split. Items are addressed by (pass, step)
+and every random choice is keyed on (seed, pass, step, row), so a resumed run rebuilds the same batches.
+
+Batch keys (all ``torch.long`` unless noted):
+
+* ``plm``: input_ids, token_type_ids [B,T]; perm_mask [B,T,T] float (1 = cannot attend); target_mapping [B,P,T]
+  float; target [B,P]; target_mask [B,P] float; is_target [B,T] bool; nsp_label [B]; pass, step (int).
+* ``dae``: input_ids (corrupted), token_type_ids, perm_mask (reuse/non-reuse block only), labels [B,T]
+  (-100 = not selected), nsp_label, pass, step.
+* ``mlm``: input_ids (corrupted, ``<cls> A <sep> B <sep>``), token_type_ids, attention_mask [B,T], labels [B,T],
+  nsp_label, pass, step.
+* training batches also carry ``chunk`` (int, the accumulation chunk; 0 without accumulation).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from genlab.data.pretrain.corpus import (
+    PretrainCorpus,
+    TokenStream,
+    load_pretrain_corpus,
+)
+from genlab.data.pretrain.mlm_examples import (
+    MaskingConfig,
+    bert_steps_per_pass,
+    build_bert_example,
+    choose_positions,
+    corrupt,
+    mlm_labels,
+    special_mask,
+)
+from genlab.data.pretrain.permutation import (
+    local_perm,
+    prediction_slots,
+    sample_ranks,
+    two_half_perm_mask,
+)
+from genlab.data.pretrain.xlnet_examples import (
+    SpanConfig,
+    XLNetDataConfig,
+    build_segments,
+    example_rng,
+    sample_example_targets,
+    steps_per_pass,
+    stream_rows,
+)
+from genlab.errors import ConfigError, DataError
+
+OBJECTIVES = ("plm", "dae", "mlm")
+
+
+class PassSampler(Sampler[tuple[int, int]]):
+    """Yields (pass, step) for step 0..n-1; each new iteration is the next pass. ``start`` resumes mid-pass."""
+
+    def __init__(self, n: int):
+        self.n, self.pass_idx, self.start = n, 0, 0
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        start, self.start = self.start, 0
+        p = self.pass_idx
+        self.pass_idx += 1
+        return iter([(p, s) for s in range(start, self.n)])
+
+    def __len__(self) -> int:
+        return self.n
+
+
+class PretrainBatches(Dataset):
+    """Batch ``(pass, step)`` of one split for one objective, built on the fly from the token memmaps."""
+
+    def __init__(self, stream: TokenStream, objective: str, batch_size: int, cfg: XLNetDataConfig,
+                 masking: MaskingConfig, is_word_start: np.ndarray, vocab_size: int, seed: int, rank: int = 0,
+                 world: int = 1, nsp: bool = False):
+        self.objective, self.cfg, self.masking, self.nsp = objective, cfg, masking, nsp
+        self.is_word_start, self.vocab_size, self.seed, self.rank = is_word_start, vocab_size, seed, rank
+        bi = cfg.bi_data and objective != "mlm"
+        self.tok, self.sid, self.reverse = stream_rows(stream.tokens, stream.sent_ids, batch_size, bi, rank, world)
+        row_len = len(self.tok[0])
+        self.n_steps = (bert_steps_per_pass(row_len, cfg.seq_len) if objective == "mlm"
+                        else steps_per_pass(row_len, cfg))
+        if self.n_steps < 1:
+            need = cfg.seq_len if objective == "mlm" else cfg.reuse_len + cfg.tot_len + 1
+            raise DataError(
+                f"the split has {len(stream)} tokens: {batch_size * world} rows of {row_len} tokens, but one "
+                f"example needs rows of more than {need} tokens; lower data.batch_size or data.seq_len, or use a "
+                "larger corpus."
+            )
+
+    def __len__(self) -> int:
+        return self.n_steps
+
+    def _rng(self, pass_idx: int, step: int, row: int, purpose: int) -> np.random.Generator:
+        data_pass = pass_idx % self.cfg.num_passes if self.cfg.targets_sampling == "offline_per_pass" else pass_idx
+        return example_rng(self.seed, data_pass if purpose == 0 else pass_idx, step, self.rank * 10_000 + row, purpose)
+
+    def __getitem__(self, item: tuple[int, int] | int) -> dict[str, Any]:
+        pass_idx, step = item if isinstance(item, tuple) else (0, item)
+        build = {"plm": self._plm, "dae": self._dae, "mlm": self._mlm}[self.objective]
+        batch = build(pass_idx, step)
+        batch["pass"], batch["step"] = pass_idx, step
+        return batch
+
+    # -- XLNet-style examples ----------------------------------------------------------------------------------
+    def _segments(self, pass_idx: int, step: int):
+        ids, segs, labels, rngs = [], [], [], []
+        for b in range(len(self.tok)):
+            rng = self._rng(pass_idx, step, b, 0)
+            i, s, lab = build_segments(self.tok[b], self.sid[b], step, self.cfg, rng)
+            ids.append(i), segs.append(s), labels.append(lab), rngs.append(rng)
+        return np.stack(ids), np.stack(segs), np.array(labels), rngs
+
+    def _plm(self, pass_idx: int, step: int) -> dict[str, Any]:
+        cfg, R = self.cfg, self.cfg.reuse_len
+        ids, segs, labels, rngs = self._segments(pass_idx, step)
+        is_masked = np.stack([sample_example_targets(ids[b], bool(self.reverse[b]), cfg, self.is_word_start, rngs[b])
+                              for b in range(len(ids))])
+        ids_t, masked_t = torch.from_numpy(ids), torch.from_numpy(is_masked)
+        gen = torch.Generator().manual_seed(int(self._rng(pass_idx, step, 0, 1).integers(2**62)))
+        halves = []
+        for sl in (slice(0, R), slice(R, cfg.seq_len)):
+            n = sl.stop - sl.start
+            ranks = sample_ranks(n, min(cfg.perm_size, n), (len(ids),), generator=gen)
+            halves.append(local_perm(ids_t[:, sl], masked_t[:, sl], ranks))
+        perm_mask = two_half_perm_mask(halves[0].perm_mask, halves[1].perm_mask)
+        is_target = torch.cat([h.is_target for h in halves], dim=1)
+        slots = prediction_slots(ids_t, is_target, cfg.num_predict)
+        return {
+            "input_ids": ids_t, "token_type_ids": torch.from_numpy(segs), "perm_mask": perm_mask,
+            "target_mapping": slots.target_mapping, "target": slots.target, "target_mask": slots.target_mask,
+            "is_target": is_target, "nsp_label": torch.from_numpy(labels),
+        }
+
+    def _dae(self, pass_idx: int, step: int) -> dict[str, Any]:
+        cfg, R = self.cfg, self.cfg.reuse_len
+        ids, segs, labels, rngs = self._segments(pass_idx, step)
+        corrupted, targets = np.empty_like(ids), np.empty_like(ids)
+        for b in range(len(ids)):
+            if self.masking.selection == "xlnet_spans":
+                sel = sample_example_targets(ids[b], bool(self.reverse[b]), cfg, self.is_word_start, rngs[b])
+                pos = np.flatnonzero(sel & ~special_mask(ids[b]))
+            else:
+                pos = choose_positions(ids[b], self.is_word_start, self.masking, rngs[b])
+            corrupted[b] = corrupt(ids[b], pos, self.masking, self.vocab_size, rngs[b])
+            targets[b] = mlm_labels(ids[b], pos)
+        block = two_half_perm_mask(torch.zeros(len(ids), R, R), torch.zeros(len(ids), cfg.seq_len - R, cfg.seq_len - R))
+        return {
+            "input_ids": torch.from_numpy(corrupted), "token_type_ids": torch.from_numpy(segs), "perm_mask": block,
+            "labels": torch.from_numpy(targets), "nsp_label": torch.from_numpy(labels),
+        }
+
+    # -- BERT examples -------------------------------------------------------------------------------------------
+    def _mlm(self, pass_idx: int, step: int) -> dict[str, Any]:
+        ids, types, labels, corrupted, nsp = [], [], [], [], []
+        random_b = self.cfg.random_b_prob if self.nsp else 0.0
+        for b in range(len(self.tok)):
+            rng = self._rng(pass_idx, step, b, 0)
+            i, t, lab = build_bert_example(self.tok[b], self.sid[b], step, self.cfg.seq_len, random_b, rng)
+            pos = choose_positions(i, self.is_word_start, self.masking, rng)
+            corrupted.append(corrupt(i, pos, self.masking, self.vocab_size, rng))
+            labels.append(mlm_labels(i, pos)), types.append(t), nsp.append(lab), ids.append(i)
+        input_ids = torch.from_numpy(np.stack(corrupted))
+        return {
+            "input_ids": input_ids, "token_type_ids": torch.from_numpy(np.stack(types)),
+            "attention_mask": torch.ones_like(input_ids), "labels": torch.from_numpy(np.stack(labels)),
+            "nsp_label": torch.from_numpy(np.array(nsp)),
+        }
+
+
+class ChunkedPretrainBatches(Dataset):
+    """This rank's ``chunks`` accumulation chunks, interleaved step by step: item ``(pass, k * chunks + j)`` is
+    step ``k`` of chunk ``j`` (with a ``chunk`` key, so the task keeps one memory per chunk).
+
+    The forward rows are split into ``world * chunks`` groups and rank r's chunk j is group ``r * chunks + j``,
+    built exactly as rank ``r * chunks + j`` of ``world * chunks`` processes would build it (same rows, same
+    random draws): accumulating ``chunks`` micro-batches sees the same examples as ``chunks`` times more
+    processes, whatever the split of the global batch (Transformer-XL's ``batch_chunk``).
+    """
+
+    def __init__(self, make: Callable[[int, int], PretrainBatches], rank: int, world: int, chunks: int):
+        if chunks < 1:
+            raise DataError(f"the number of accumulated chunks must be >= 1, got {chunks}.")
+        self.chunks = [make(rank * chunks + j, world * chunks) for j in range(chunks)]
+        self.n_steps = self.chunks[0].n_steps
+
+    def __len__(self) -> int:
+        return self.n_steps * len(self.chunks)
+
+    def __getitem__(self, item: tuple[int, int]) -> dict[str, Any]:
+        pass_idx, i = item
+        step, chunk = divmod(i, len(self.chunks))
+        return {**self.chunks[chunk][(pass_idx, step)], "chunk": chunk}
+
+
+class PretrainDataModule(pl.LightningDataModule):
+    """Pretraining batches for ``objective`` plm | dae | mlm on a plain-text corpus (``corpus=text`` with
+    ``path=``) or an offline mini corpus (``genlab.data.pretrain.minis.MINI_CORPORA``). ``batch_size`` counts streams per device
+    and micro-batch (even with bi_data); with A accumulated micro-batches the global batch is
+    ``batch_size * world_size * A`` streams.
+
+    Every objective is chunked the same way. PLM and DAE need it: their memory carries across steps of the same
+    streams, so each chunk keeps its own. MLM (BERT) has no cross-batch state and would train correctly on
+    consecutive steps too; chunking it anyway makes a global batch see the same examples on 1 or N processes."""
+
+    shards_by_rank = True  # every rank reads its own streams: the trainer must not add a DistributedSampler
+
+    def __init__(
+        self,
+        objective: str = "plm",
+        corpus: str = "text",
+        path: str | None = None,
+        cache_dir: str | None = None,
+        train_glob: str = "**/*.txt",
+        valid_glob: str | None = None,
+        tokenizer: str | None = None,
+        vocab_size: int = 32000,
+        lower: bool = False,
+        batch_size: int = 16,
+        eval_batch_size: int | None = None,
+        seq_len: int = 512,
+        reuse_len: int = 256,
+        perm_size: int = 256,
+        num_predict: int = 85,
+        bi_data: bool = True,
+        random_b_prob: float = 0.5,
+        nsp: bool = False,
+        span: dict[str, Any] | None = None,
+        targets_sampling: str = "online",
+        num_passes: int = 20,
+        masking: dict[str, Any] | None = None,
+        seed: int = 0,
+        num_workers: int = 0,
+    ):
+        super().__init__()
+        if objective not in OBJECTIVES:
+            raise ConfigError(f"data.objective={objective!r} must be one of {OBJECTIVES}.")
+        if seq_len - reuse_len > 0 and (reuse_len % perm_size or (seq_len - reuse_len) % perm_size):
+            raise ConfigError(f"data.perm_size={perm_size} must divide reuse_len={reuse_len} and "
+                              f"seq_len - reuse_len={seq_len - reuse_len} (each half is permuted in chunks).")
+        self.objective, self.nsp, self.seed, self.num_workers = objective, nsp, seed, num_workers
+        self.corpus_args = dict(corpus=corpus, path=path, cache_dir=cache_dir, train_glob=train_glob,
+                                valid_glob=valid_glob, tokenizer=tokenizer, vocab_size=vocab_size, lower=lower)
+        self.batch_size, self.eval_batch_size = batch_size, eval_batch_size or batch_size
+        self.cfg = XLNetDataConfig(seq_len, reuse_len, perm_size, num_predict, bi_data, random_b_prob,
+                                   SpanConfig(**(span or {})), targets_sampling, num_passes)
+        self.masking = MaskingConfig(**(masking or {}))
+        self.corpus: PretrainCorpus | None = None
+        self._sampler: PassSampler | None = None
+        self._resume: tuple[int, int] | None = None
+        self._next: tuple[int, int] | None = None  # (pass, item) of the next training batch, item = step*A + chunk
+        self._chunks = 1  # A of the items counted in _next / _resume
+
+    def prepare_data(self) -> None:
+        load_pretrain_corpus(**self.corpus_args)
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.corpus is None:
+            self.corpus = load_pretrain_corpus(**self.corpus_args)
+
+    def model_overrides(self) -> dict[str, Any]:
+        return {"vocab_size": self.corpus.tokenizer.vocab_size}
+
+    def identity(self) -> dict[str, Any]:
+        return self.corpus.identity()
+
+    def sentencepiece_model(self) -> Path:
+        """The SentencePiece model the examples are encoded with (trained into the cache when data.tokenizer=null)."""
+        return self.corpus.tokenizer.model_file
+
+    def _rank_world(self) -> tuple[int, int]:
+        t = self.trainer
+        return (t.global_rank, t.world_size) if t is not None else (0, 1)
+
+    @property
+    def accumulation(self) -> int:
+        """Micro-batches the trainer accumulates per optimiser step (``data.global_batch`` derives it)."""
+        t = self.trainer
+        return int(t.accumulate_grad_batches) if t is not None else 1
+
+    def batches(self, split: str, batch_size: int | None = None, rank: int | None = None,
+                world: int | None = None) -> PretrainBatches:
+        """Batches of ``split`` as process ``rank`` of ``world`` builds them (default: this process)."""
+        if split not in self.corpus.splits:
+            raise DataError(f"the corpus has no '{split}' split; set data.valid_glob= to your held-out shards.")
+        if rank is None or world is None:
+            rank, world = self._rank_world()
+        cfg = self.cfg if split == "train" else replace(self.cfg, targets_sampling="online")
+        return PretrainBatches(self.corpus.splits[split], self.objective, batch_size or self.batch_size, cfg,
+                               self.masking, self.corpus.tokenizer.is_word_start, self.corpus.tokenizer.vocab_size,
+                               self.seed + (0 if split == "train" else 7919), rank, world, self.nsp)
+
+    def _loader(self, data: PretrainBatches, sampler: Sampler) -> DataLoader:
+        return DataLoader(data, batch_size=None, sampler=sampler, num_workers=self.num_workers,
+                          persistent_workers=self.num_workers > 0)
+
+    def train_dataloader(self) -> DataLoader:
+        rank, world = self._rank_world()
+        chunks = self.accumulation
+        data = ChunkedPretrainBatches(lambda r, w: self.batches("train", rank=r, world=w), rank, world, chunks)
+        self._sampler = PassSampler(len(data))
+        if self._resume is not None:
+            p, item = self._resume
+            if chunks != self._chunks:  # resumed with another accumulation: restart the interrupted step
+                item = item // self._chunks * chunks
+            self._sampler.pass_idx, self._sampler.start = (p, item) if item < len(data) else (p + 1, 0)
+            self._resume = None
+        self._chunks = chunks
+        return self._loader(data, self._sampler)
+
+    def val_dataloader(self) -> DataLoader | list:
+        if "valid" not in self.corpus.splits:
+            return []
+        data = self.batches("valid", self.eval_batch_size)
+        return self._loader(data, PassSampler(len(data)))
+
+    def test_dataloader(self) -> DataLoader | list:
+        return self.val_dataloader()
+
+    # -- resume at the same pass and step: counted when a training batch is really consumed (after prefetch) ---
+    def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        if self.trainer is not None and self.trainer.training and "pass" in batch:
+            item = int(batch["step"]) * self._chunks + int(batch.get("chunk", 0))
+            self._next = (int(batch["pass"]), item + 1)
+        return batch
+
+    def state_dict(self) -> dict[str, Any]:
+        if self._next is None:
+            return {}
+        return {"pass": self._next[0], "item": self._next[1], "chunks": self._chunks}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if "item" in state:
+            self._resume, self._chunks = (int(state["pass"]), int(state["item"])), int(state["chunks"])
+        elif state:  # checkpoints from before accumulation chunks: one item per step
+            self._resume, self._chunks = (int(state["pass"]), int(state["step"])), 1

@@ -1,0 +1,1 @@
+"""Where a dataset's files come from: the mini / path / download tiers."""

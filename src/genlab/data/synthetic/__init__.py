@@ -1,0 +1,1 @@
+"""Synthetic 2-D distributions of the CEGAN and bad-GAN case studies."""

@@ -1,0 +1,1 @@
+"""Tokenizers: SentencePiece (XLNet pieces), WordPiece (BERT checkpoints), a checkpoint's own."""

@@ -1,0 +1,191 @@
+"""RACE reader and 4-way features (C21: qa truncated to its last pieces, no cross-option contamination)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from genlab.data.finetune.datamodule import CLS_ID, SEP_ID
+from genlab.data.finetune.race import (
+    check_unique_ids,
+    encode_question,
+    qa_text,
+    read_race,
+)
+from genlab.data.finetune.race_mini import build_race_mini
+from genlab.errors import DataError
+
+
+class FakeTok:
+    """One id per whitespace word (ids >= 10), enough to check layouts."""
+
+    def __init__(self):
+        self.vocab: dict[str, int] = {}
+
+    def encode(self, text):
+        return [self.vocab.setdefault(w, 10 + len(self.vocab)) for w in text.split()]
+
+
+def write(root, split, level, name, obj):
+    folder = root / split / level
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(json.dumps(obj))
+
+
+def race_obj(**kw):
+    obj = {"article": "Tom went to the park .", "questions": ["Where did Tom go ?", "Tom went to the _ ."],
+           "options": [["park", "zoo", "school", "shop"], ["park", "zoo", "school", "shop"]],
+           "answers": ["A", "A"], "id": "middle1.txt"}
+    obj.update(kw)
+    return obj
+
+
+def test_reader_levels_and_labels(tmp_path):
+    for level in ("middle", "high"):
+        write(tmp_path, "dev", level, "1.txt", race_obj(answers=["A", "C"]))
+    qs = read_race(tmp_path, "dev")
+    assert [(q.level, q.label) for q in qs] == [(0, 0), (0, 2), (1, 0), (1, 2)]
+    assert qs[1].qid == "middle1.txt-1"
+
+
+
+def test_question_ids_must_be_unique_within_a_split(tmp_path):
+    for level in ("middle", "high"):  # both files claim id middle1.txt: predictions keyed by id would collide
+        write(tmp_path, "dev", level, "1.txt", race_obj())
+    with pytest.raises(DataError, match="'middle1.txt-0' occurs twice"):
+        check_unique_ids(read_race(tmp_path, "dev"), "dev")
+    write(tmp_path, "dev", "high", "1.txt", race_obj(id="high1.txt"))
+    check_unique_ids(read_race(tmp_path, "dev"), "dev")
+
+def test_missing_option_and_bad_answer_name_the_file(tmp_path):
+    write(tmp_path, "train", "middle", "7.txt", race_obj(options=[["a", "b", "c"], ["a", "b", "c", "d"]]))
+    (tmp_path / "train" / "high").mkdir(parents=True)
+    with pytest.raises(DataError, match=r"7.txt, question 0: 3 options, RACE needs exactly 4"):
+        read_race(tmp_path, "train")
+    write(tmp_path, "train", "middle", "7.txt", race_obj(answers=["A", "E"]))
+    with pytest.raises(DataError, match="answer 'E'"):
+        read_race(tmp_path, "train")
+    with pytest.raises(DataError, match="does not exist"):
+        read_race(tmp_path, "test")
+
+
+def test_qa_text_fills_blank_or_appends():
+    assert qa_text("Tom went to the _ .", "park") == "Tom went to the park ."
+    assert qa_text("Where did Tom go ?", "park") == "Where did Tom go ? park"
+
+
+def test_c21_four_sequences_qa_last_pieces_no_contamination(tmp_path):
+    write(tmp_path, "dev", "middle", "1.txt", race_obj())
+    (tmp_path / "dev" / "high").mkdir(parents=True)
+    q = read_race(tmp_path, "dev")[0]
+    tok = FakeTok()
+    ids, seg, mask = encode_question(q, tok, max_seq_len=16, max_qa_length=4, layout="xlnet")
+    assert ids.shape == (4, 16)
+    article = tok.encode(q.article)
+    for i, opt in enumerate(q.options):
+        qa = tok.encode(qa_text(q.question, opt))[-4:]  # last 4 pieces
+        real = ids[i][mask[i] == 1].tolist()
+        assert real == article + [SEP_ID] + qa + [SEP_ID] + [CLS_ID]  # fresh article copy: nothing from option i-1
+        assert seg[i][mask[i] == 1].tolist() == [0] * (len(article) + 1) + [1] * (len(qa) + 1) + [2]
+    # a long article is cut from its end to fit T - 3 - |qa|
+    ids, _, mask = encode_question(q, tok, max_seq_len=10, max_qa_length=4, layout="xlnet")
+    assert np.all(mask == 1) and ids[0, :3].tolist() == article[:3]
+
+
+def test_race_mini_layout_and_generated_labels(tmp_path):
+    build_race_mini(tmp_path, n_paragraphs=60)
+    train = read_race(tmp_path, "train")
+    assert len(train) > 20 and {q.label for q in train} == {0, 1, 2, 3}
+    for q in train:
+        assert "_" in q.question and q.options[q.label].lower() in q.article.lower()
+        assert all(o.lower() not in q.article.lower() for i, o in enumerate(q.options) if i != q.label)
+    assert "generated" in (tmp_path / "README.mini").read_text()
+
+
+def test_race_mini_full_build_splits_by_article_balanced_letters(tmp_path):
+    """The whole mini: several questions per file, no article in two splits, dev/test large enough that one
+    question is under 1 point, answer letters balanced in every split, middle and high in every split, and no
+    options-only cue (longest, shortest or capitalised option) above chance + 7 points."""
+    build_race_mini(tmp_path)
+    articles = {}
+    for split in ("train", "dev", "test"):
+        qs = read_race(tmp_path, split)
+        assert len(qs) >= (1500 if split == "train" else 150), (split, len(qs))
+        counts = np.bincount([q.label for q in qs], minlength=4)
+        assert counts.max() - counts.min() <= 1, (split, counts)
+        assert {q.level for q in qs} == {0, 1}
+        articles[split] = {q.article for q in qs}
+        assert len(qs) > 1.2 * len(articles[split])  # several questions per article
+        for cue in (len, lambda o: -len(o), lambda o: o[0].isupper()):  # the options' form says nothing
+            hits = sum(max(range(4), key=lambda i: cue(q.options[i])) == q.label for q in qs)
+            assert hits / len(qs) < 0.32, (split, hits / len(qs))
+    assert not (articles["train"] & articles["dev"] or articles["train"] & articles["test"]
+                or articles["dev"] & articles["test"])
+
+
+def test_missing_option_list_null_option_or_missing_key_name_the_file(tmp_path):
+    (tmp_path / "dev" / "high").mkdir(parents=True)
+    write(tmp_path, "dev", "middle", "3.txt", race_obj(options=[["a", "b", "c", "d"]]))  # 2 questions, 1 option list
+    with pytest.raises(DataError, match=r"3.txt: 2 questions, 1 option lists and 2 answers"):
+        read_race(tmp_path, "dev")
+    write(tmp_path, "dev", "middle", "3.txt", race_obj(options=[["a", None, "c", "d"], ["a", "b", "c", "d"]]))
+    with pytest.raises(DataError, match=r"3.txt, question 0: option B is None"):
+        read_race(tmp_path, "dev")
+    obj = race_obj()
+    del obj["options"]
+    write(tmp_path, "dev", "middle", "3.txt", obj)
+    with pytest.raises(DataError, match=r"3.txt: not a RACE JSON file"):
+        read_race(tmp_path, "dev")
+
+
+def _wordpiece_folder(path):
+    """A BERT-style vocab.txt whose [CLS]/[SEP]/[PAD] ids differ from XLNet's fixed ones."""
+    pytest.importorskip("tokenizers", reason="WordPiece tokenisation needs the tokenizers package")
+    letters = [chr(c) for c in range(ord("a"), ord("z") + 1)]
+    tokens = ["tom", "went", "to", "the", "park", "zoo", "[UNK]", "[SEP]", "[PAD]", "[CLS]", "[MASK]", ".", "?", "_",
+              "where", "did", "go", "school", "shop", *letters, *("##" + c for c in letters)]
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "vocab.txt").write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    (path / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}))
+    return path
+
+
+def test_bert_layout_with_a_wordpiece_checkpoint_tokenizer(tmp_path):
+    from genlab.data.tokenizers.from_checkpoint import load_tokenizer
+
+    tok = load_tokenizer(_wordpiece_folder(tmp_path / "bert"))
+    q = read_race_obj(tmp_path)[1]  # "Tom went to the _ ." with options park/zoo/school/shop
+    ids, seg, mask = encode_question(q, tok, max_seq_len=24, max_qa_length=8, layout="bert")
+    art = tok.encode(q.article)
+    for i, opt in enumerate(q.options):
+        qa = tok.encode(qa_text(q.question, opt))
+        row = [tok.cls_id, *art, tok.sep_id, *qa, tok.sep_id]
+        assert list(ids[i, :len(row)]) == row and np.all(ids[i, len(row):] == tok.pad_id)
+        assert np.all(seg[i, :len(art) + 2] == 0) and np.all(seg[i, len(art) + 2:len(row)] == 1)
+        assert mask[i].sum() == len(row) and np.all(seg[i, len(row):] == 0)
+    assert tok.cls_id not in (CLS_ID,) and ids[0, 0] == tok.cls_id  # the vocabulary's id, not XLNet's
+    with pytest.raises(DataError, match="data.layout=bert"):
+        encode_question(q, tok, max_seq_len=24, max_qa_length=8, layout="xlnet")
+
+
+def read_race_obj(tmp_path):
+    root = tmp_path / "race"
+    write(root, "dev", "middle", "1.txt", race_obj())
+    (root / "dev" / "high").mkdir(parents=True)
+    return read_race(root, "dev")
+
+
+def test_race_datamodule_reads_a_checkpoint_folder_tokenizer(tmp_path):
+    from genlab.data.finetune.race import RaceDataModule
+    from genlab.data.tokenizers.wordpiece import WordPieceTokenizer
+
+    folder = _wordpiece_folder(tmp_path / "bert")
+    dm = RaceDataModule(source="mini", cache_dir=str(tmp_path / "cache"), tokenizer=str(folder), layout="bert",
+                        max_seq_len=32, max_qa_length=12)
+    dm.setup("fit")
+    assert isinstance(dm.tokenizer, WordPieceTokenizer) and dm.model_overrides() == {"vocab_size": dm.tokenizer.vocab_size}
+    batch = next(iter(dm.train_dataloader()))
+    assert batch["input_ids"].shape[1:] == (4, 32) and bool((batch["input_ids"][:, :, 0] == dm.tokenizer.cls_id).all())
+    assert int(batch["input_ids"].max()) < dm.tokenizer.vocab_size

@@ -1,0 +1,59 @@
+"""Token cache: streamed .npy files, memory-mapped loads, keys that follow files and settings, atomic entries."""
+
+import io
+import os
+
+import numpy as np
+import pytest
+
+from genlab.data.lm import token_cache as T
+from genlab.data.lm.vocab import Vocab
+
+
+def _build(chunks):
+    def build():
+        return Vocab([f"s{i}" for i in range(10)]), {"train": iter(chunks), "valid": np.arange(3), "test": np.zeros(0)}
+
+    return build
+
+
+def test_streamed_chunks_become_one_memory_mapped_int32_array(tmp_path):
+    rng = np.random.default_rng(0)
+    chunks = [rng.integers(0, 10, size=n) for n in (5, 0, 17, 1)]
+    vocab, splits, entry = T.load_or_build(tmp_path, "toy", "key", _build(chunks))
+    assert isinstance(splits["train"], np.memmap) and splits["train"].dtype == np.int32
+    assert splits["train"].tolist() == np.concatenate(chunks).tolist()
+    assert splits["valid"].tolist() == [0, 1, 2] and len(splits["test"]) == 0
+    assert np.load(entry / "train.npy").tolist() == splits["train"].tolist()  # a standard .npy file
+
+
+def test_fixed_size_header_holds_huge_lengths():
+    for n in (0, 7, 10**12):
+        f = io.BytesIO(T._npy_header(n))
+        version = np.lib.format.read_magic(f)
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+        assert version == (1, 0)
+        assert (shape, fortran, dtype) == ((n,), False, np.dtype("<i4"))
+        assert f.tell() == T.NPY_HEADER_BYTES
+
+
+def test_failed_build_leaves_no_entry(tmp_path):
+    with pytest.raises(RuntimeError, match="ids outside"):
+        T.load_or_build(tmp_path, "toy", "key", _build([np.array([3, 12])]))
+
+    def crash():
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        T.load_or_build(tmp_path, "toy", "key2", crash)
+    assert os.listdir(tmp_path / "tokens") == []
+
+
+def test_key_follows_files_and_settings(tmp_path):
+    (tmp_path / "a.txt").write_text("x")
+    k1 = T.cache_key("d", "path", tmp_path, ["a.txt"], {"o": 1})
+    assert T.cache_key("d", "path", tmp_path, ["a.txt"], {"o": 1}) == k1
+    assert T.cache_key("d", "path", tmp_path, ["a.txt"], {"o": 2}) != k1
+    assert T.cache_key("d", "mini", tmp_path, ["a.txt"], {"o": 1}) != k1
+    (tmp_path / "a.txt").write_text("xy")
+    assert T.cache_key("d", "path", tmp_path, ["a.txt"], {"o": 1}) != k1
