@@ -23,6 +23,23 @@ def test_cola_matthews_correlation_hand_computed():
     assert out["mcc"] == pytest.approx(1 / 6, abs=1e-6)
 
 
+@pytest.mark.parametrize("preds, target", [([1, 1, 1, 1], [1, 1, 1, 1]), ([0, 0, 0], [0, 0, 0]),
+                                           ([1, 1, 1, 1], [1, 0, 1, 0]), ([1, 0, 1, 0], [0, 0, 0, 0])])
+def test_cola_matthews_is_zero_on_a_single_class_as_scikit_learn(preds, target):
+    """GLUE scores CoLA with sklearn.metrics.matthews_corrcoef, which is 0.0 when a margin is empty."""
+    sklearn = pytest.importorskip("sklearn.metrics")
+    assert compute("mcc", preds, target)["mcc"] == 0.0 == sklearn.matthews_corrcoef(target, preds)
+
+
+def test_cola_matthews_matches_scikit_learn_on_random_labels():
+    sklearn = pytest.importorskip("sklearn.metrics")
+    g = torch.Generator().manual_seed(0)
+    for _ in range(20):
+        preds, target = torch.randint(0, 2, (15,), generator=g), torch.randint(0, 2, (15,), generator=g)
+        want = sklearn.matthews_corrcoef(target.numpy(), preds.numpy())
+        assert compute("mcc", preds, target)["mcc"] == pytest.approx(want, abs=1e-6)
+
+
 def test_mrpc_accuracy_and_f1_of_positive_class():
     # TP=2, FP=1, FN=1, TN=2 -> acc 4/6, F1 = 2*2/(2*2+1+1) = 2/3
     out = compute("acc_f1", [1, 1, 1, 0, 0, 0], [1, 1, 0, 1, 0, 0])

@@ -13,7 +13,7 @@ from helpers import train_preset
 
 from genlab.data.finetune.squad import SquadDataModule
 from genlab.errors import ConfigError
-from genlab.metrics.squad_eval import evaluate
+from genlab.metrics.squad_eval import evaluate_v1, evaluate_v2
 from genlab.models.xlnet import XLNetLMHeadModel
 from genlab.tasks.finetune_span import SpanExtractionTask
 from genlab.tasks.layerwise_lr import AdamWeightDecay
@@ -43,7 +43,7 @@ def test_cloze_squad11_mini_beats_first_word_baseline(tmp_path):
                          doc_stride=64, max_query_length=48, batch_size=16)
     dm.setup("fit")
     res = fit(make("1.1", dm.model_overrides()["vocab_size"], 250, prediction_dir=str(tmp_path / "p")), dm, 250)
-    baseline = evaluate(dm.dev_data, {e.qid: e.context.split()[0] for e in dm.dev_examples})
+    baseline = evaluate_v1(dm.dev_data, {e.qid: e.context.split()[0] for e in dm.dev_examples})
     assert res["test/f1"] > baseline["f1"] + 5 and res["test/exact"] > baseline["exact"] + 5, (res, baseline)
     preds = json.loads((tmp_path / "p" / "predictions.json").read_text())
     assert set(preds) == {e.qid for e in dm.dev_examples}
@@ -72,7 +72,7 @@ def test_bad_options():
 @pytest.mark.slow  # the preset's own 20,000 steps: about 35 minutes on one core
 def test_xlnet_squad2_mini_beats_no_answer_baseline(compose_cfg, tmp_path, record_property):
     res, dm = train_preset("xlnet_squad2_mini", compose_cfg, tmp_path / "c", tmp_path)  # final weights
-    no_answer = evaluate(dm.dev_data, {e.qid: "" for e in dm.dev_examples})
+    no_answer = evaluate_v2(dm.dev_data, {e.qid: "" for e in dm.dev_examples})
     record_property("test/best_f1", float(res["test/best_f1"]))
     record_property("no_answer_f1", float(no_answer["f1"]))
     assert res["test/best_f1"] > no_answer["f1"] + 2, (res, no_answer)

@@ -17,7 +17,7 @@ import pytest
 import pytorch_lightning as pl
 
 from genlab.data.finetune.squad import SquadDataModule
-from genlab.metrics.squad_eval import evaluate
+from genlab.metrics.squad_eval import evaluate_v1, evaluate_v2
 from genlab.models.xlnet import XLNetLMHeadModel
 from genlab.tasks.finetune_span import SpanExtractionTask
 from genlab.tasks.layerwise_lr import AdamWeightDecay
@@ -55,11 +55,11 @@ def test_squad2_trained_model_scored_on_squad11_dev_always_answers(tmp_path):
     # are all invalid (e.g. inside the question) has no span, as in the official code; rare
     assert all(preds[q] == b[0]["text"] and preds[q] for q, b in nbest.items() if b)
     assert sum(not b for b in nbest.values()) < 0.01 * len(preds)
-    assert res["test/f1"] == pytest.approx(evaluate(dm.dev_data, preds)["f1"], abs=1e-4)
+    assert res["test/f1"] == pytest.approx(evaluate_v1(dm.dev_data, preds)["f1"], abs=1e-4)
     null = json.loads((tmp_path / "p" / "null_odds.json").read_text())
-    suppressed = evaluate(dm.dev_data, preds, null, 0.0)  # what keeping the answerability head would score
+    suppressed = evaluate_v2(dm.dev_data, preds, null, 0.0)  # what keeping the answerability head would score
     assert res["test/f1"] >= suppressed["f1"] - 1e-6
-    baseline = evaluate(dm.dev_data, {e.qid: e.context.split()[0] for e in dm.dev_examples})
+    baseline = evaluate_v1(dm.dev_data, {e.qid: e.context.split()[0] for e in dm.dev_examples})
     assert res["test/f1"] > baseline["f1"] + 5, (res, baseline)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 from torchmetrics import Metric, MetricCollection
-from torchmetrics.classification import BinaryF1Score, MatthewsCorrCoef, MulticlassAccuracy
+from torchmetrics.classification import BinaryF1Score, BinaryMatthewsCorrCoef, MulticlassAccuracy
 from torchmetrics.regression import PearsonCorrCoef, SpearmanCorrCoef
 
 from genlab.errors import ConfigError
@@ -35,6 +35,21 @@ class ErrorRate(Metric):
         return 100.0 * (1.0 - self.correct / self.total)
 
 
+class GlueMatthewsCorrCoef(BinaryMatthewsCorrCoef):
+    """Binary Matthews correlation as GLUE scores it (scikit-learn): 0.0 whenever the denominator is zero, i.e. when
+    the predictions or the labels hold a single class. torchmetrics returns 1.0 when both hold the same single
+    class, which would report a constant classifier on a one-class batch as perfect."""
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    def compute(self) -> Tensor:
+        tn, fp, fn, tp = self.confmat.flatten().double()
+        if (tp + fp) * (tp + fn) * (tn + fp) * (tn + fn) == 0:
+            return torch.zeros((), device=self.confmat.device)
+        return super().compute()
+
+
 def classification_metrics(kind: str, n_labels: int) -> MetricCollection:
     """Metrics fed with predicted class indices (or scores for ``corr``) and targets."""
     if kind not in KINDS:
@@ -43,7 +58,7 @@ def classification_metrics(kind: str, n_labels: int) -> MetricCollection:
         return MetricCollection({"pearson": PearsonCorrCoef(), "spearman": SpearmanCorrCoef()})
     acc = MulticlassAccuracy(num_classes=max(n_labels, 2), average="micro")
     if kind == "mcc":
-        return MetricCollection({"mcc": MatthewsCorrCoef(task="binary"), "acc": acc})
+        return MetricCollection({"mcc": GlueMatthewsCorrCoef(), "acc": acc})
     if kind == "acc_f1":
         return MetricCollection({"acc": acc, "f1": BinaryF1Score()})
     if kind == "error":

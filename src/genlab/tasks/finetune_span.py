@@ -21,7 +21,7 @@ from torch import nn
 
 from genlab.data.finetune.squad import postprocess
 from genlab.errors import ConfigError
-from genlab.metrics.squad_eval import evaluate
+from genlab.metrics.squad_eval import evaluate_v1, evaluate_v2
 from genlab.models.heads import SpanHead
 from genlab.tasks.finetune_base import FinetuneTask
 
@@ -89,8 +89,8 @@ class SpanExtractionTask(FinetuneTask):
         preds, null, nbest = postprocess(examples, feats, results, self.start_n_top, self.end_n_top, self.n_best,
                                          self.max_answer_length)
         if (version or self.version) == "1.1":
-            return evaluate(data, preds), (preds, null, nbest)
-        out = evaluate(data, preds, null, self.null_threshold)
+            return evaluate_v1(data, preds), (preds, null, nbest)
+        out = evaluate_v2(data, preds, null, self.null_threshold)
         return out, (preds, null, nbest)
 
     def _finish(self, stage: str) -> None:
