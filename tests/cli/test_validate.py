@@ -44,3 +44,18 @@ def test_unimportable_target_is_named(compose_cfg):
 def test_debug_presets_win_over_the_experiment(compose_cfg):
     cfg = compose_cfg(["experiment=txl_mini", "debug=limit"])
     assert cfg.trainer.max_steps == 20 and cfg.trainer.val_check_interval == 10
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["data.path=/data/wikitext-103"], "data.source=mini builds the offline stand-in"),
+    (["experiment=xlnet_base_mini", "data.path=/data/corpus"], "Add data.corpus=text"),
+])
+def test_a_data_path_on_an_offline_tier_stops_instead_of_being_ignored(compose_cfg, overrides, message):
+    """README: nothing falls back silently to another tier. A data.path the run would not read is an error."""
+    with pytest.raises(ConfigError, match=message):
+        validate_config(compose_cfg(overrides))
+
+
+def test_a_data_path_with_the_path_tier_validates(compose_cfg):
+    validate_config(compose_cfg(["data.source=path", "data.path=/data/wikitext-103"]))
+    validate_config(compose_cfg(["experiment=xlnet_base_mini", "data.corpus=text", "data.path=/data/corpus"]))

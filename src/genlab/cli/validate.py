@@ -36,6 +36,23 @@ def validate_config(cfg: DictConfig, root_scalars: dict[str, Any] | None = None)
         node = cfg.get(key)
         if node is not None:
             _walk(node, key)
+    check_data_tier(cfg.get("data"))
+
+
+def check_data_tier(data: Any) -> None:
+    """``data.path`` is read only by the ``path`` tier (and by ``corpus: text`` pretraining). Set on an offline mini
+    it would be ignored without a word, so stop and say which key switches the tier."""
+    if not isinstance(data, DictConfig) or OmegaConf.select(data, "path", default=None) is None:
+        return
+    path = data.path
+    if data.get("source") == "mini":
+        raise ConfigError(f"data.path={path} is set but data.source=mini builds the offline stand-in and would "
+                          "ignore it. Add data.source=path to read your copy (or data.source=download to fetch it), "
+                          "or drop data.path to train on the mini.")
+    corpus = data.get("corpus")
+    if corpus is not None and "source" not in data and corpus != "text":
+        raise ConfigError(f"data.path={path} is set but data.corpus={corpus} is an offline corpus and would ignore "
+                          "it. Add data.corpus=text to pretrain on your shards, or drop data.path.")
 
 
 def _walk(node: Any, path: str) -> None:

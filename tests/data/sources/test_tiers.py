@@ -165,3 +165,88 @@ def test_extract_members_from_tar_and_zip(tmp_path):
     (tmp_path / "x.zip").write_bytes((tmp_path / "x.zip").read_bytes()[:30])
     with pytest.raises(DataError, match="x.zip is corrupt or truncated"):
         R.extract_members(tmp_path / "x.zip", {"top/data/a.txt": "a.txt"}, out)
+
+
+def test_path_tier_prepares_the_official_enwik8_zip_into_the_cache(served_enwik8, tmp_path):
+    """A user's folder holding only the downloaded enwik8.zip is split 90M/5M/5M (here: test 100 bytes) as the
+    download tier does, into the cache: the user's folder is left as it was."""
+    spec, data, server = served_enwik8
+    root = locate(spec, "path", str(server), tmp_path / "cache")
+    assert root.is_relative_to(tmp_path / "cache" / "prepared") and sorted(p.name for p in server.iterdir()) == [
+        "enwik8.zip"]
+    kept = b"".join(bytes(R.parse_decimal_bytes(root / f"{s}.txt", True).astype(np.uint8)) for s in R.SPLITS)
+    assert kept == data
+    assert locate(spec, "path", str(server), tmp_path / "cache") == root  # prepared once
+
+
+def test_path_tier_checks_the_real_enwik8_digest(served_enwik8, tmp_path):
+    """With the real spec, a file that is not the canonical enwik8.zip is named with both digests and the fix."""
+    _, _, server = served_enwik8
+    with pytest.raises(DataError) as err:
+        locate(DATASETS["enwik8"].spec, "path", str(server), tmp_path / "cache")
+    msg = str(err.value)
+    assert f"sha256 {_sha(server / 'enwik8.zip')}, expected {DATASETS['enwik8'].spec.downloads[0].sha256}" in msg
+    assert str(server / "enwik8.zip") in msg and "delete" in msg
+    assert (server / "enwik8.zip").exists()  # a user's file is never deleted
+
+
+def test_path_tier_builds_glue_mrpc_from_the_raw_msr_files(tmp_path):
+    """The three MRPC source files, in their official layout, prepared as GLUE's script does (digests waived: the
+    rows are made up here)."""
+    from genlab.data.finetune import glue
+    from genlab.data.finetune.downloads import glue_spec
+
+    header = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+    rows = [f"{i % 2}\t{100 + i}\t{200 + i}\tfirst sentence {i}\tsecond sentence {i}\n" for i in range(6)]
+    raw = tmp_path / "msr"
+    raw.mkdir()
+    (raw / "msr_paraphrase_train.txt").write_text(header + "".join(rows[:4]), encoding="utf-8-sig")
+    (raw / "msr_paraphrase_test.txt").write_text(header + "".join(rows[4:]), encoding="utf-8-sig")
+    (raw / "mrpc_dev_ids.tsv").write_text("101\t201\n103\t203\n")
+    spec = glue_spec("mrpc")
+    spec = dataclasses.replace(spec, downloads=tuple(dataclasses.replace(d, sha256=None) for d in spec.downloads))
+    root = locate(spec, "path", str(raw), tmp_path / "cache")
+    task = glue.get_task("mrpc")
+    dev = glue.read_split(task, root, task.dev["dev"])
+    assert [e.text_a for e in dev] == ["first sentence 1", "first sentence 3"]
+    assert len(glue.read_split(task, root, task.train)) == 2
+
+
+def test_path_tier_reads_an_aclimdb_folder_without_imdb_vocab(tmp_path):
+    from genlab.data.finetune.doc_classification import get_dataset, read_imdb
+    from genlab.data.finetune.downloads import doc_spec
+
+    for split in ("train", "test"):
+        for label in ("pos", "neg"):
+            (tmp_path / "aclImdb" / split / label).mkdir(parents=True)
+            (tmp_path / "aclImdb" / split / label / "0_7.txt").write_text(f"a {label} review<br />of {split}")
+    root = locate(doc_spec("imdb"), "path", str(tmp_path / "aclImdb"), tmp_path / "cache")
+    assert get_dataset("imdb").files and not (root / "imdb.vocab").exists()
+    assert {e.label for e in read_imdb(root, "train")} == {"pos", "neg"}
+
+
+def test_offline_download_tier_uses_an_archive_already_in_data_path(served_enwik8, tmp_path, monkeypatch):
+    spec, data, server = served_enwik8
+    monkeypatch.setattr(urllib.request, "urlopen", lambda *a, **k: pytest.fail("urlopen called offline"))
+    monkeypatch.setenv("GENLAB_OFFLINE", "1")
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "enwik8.zip").write_bytes((server / "enwik8.zip").read_bytes())
+    root = locate(spec, "download", str(folder), tmp_path / "cache")
+    assert (root / "train.txt").is_file()
+    (folder / "train.txt").unlink()
+    (folder / "enwik8.zip").write_bytes(b"not the archive")
+    with pytest.raises(DataError, match=r"checksum mismatch for .*enwik8\.zip: sha256 [0-9a-f]{64}, expected"):
+        locate(spec, "download", str(folder), tmp_path / "cache")
+
+
+def test_a_partial_one_billion_word_copy_is_a_short_message(tmp_path):
+    spec = DATASETS["lm1b"].spec
+    for name in spec.files[:3]:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("a b\n")
+    with pytest.raises(DataError) as err:
+        locate(spec, "path", str(tmp_path), tmp_path / "cache")
+    msg = str(err.value)
+    assert f"lacks {len(spec.files) - 3} of its {len(spec.files)} files" in msg
+    assert f"({len(spec.files) - 3} in all)" in msg and len(msg) < 1500, msg

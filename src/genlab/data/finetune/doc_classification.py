@@ -30,7 +30,7 @@ class DocDataset:
 
 
 DATASETS = {
-    "imdb": DocDataset("imdb", "imdb", 2, ("imdb.vocab",)),
+    "imdb": DocDataset("imdb", "imdb", 2, ("train/pos/", "train/neg/", "test/pos/", "test/neg/")),
     "yelp2": DocDataset("yelp2", "csv", 2, ("train.csv", "test.csv")),
     "yelp5": DocDataset("yelp5", "csv", 5, ("train.csv", "test.csv")),
     "dbpedia": DocDataset("dbpedia", "csv", 14, ("train.csv", "test.csv")),

@@ -116,29 +116,24 @@ def _body(post: str, names: list[str]) -> str:
 def build_imdb_mini(root: Path) -> None:
     bodies, labels, _ = newsgroup_posts()
     count = {0: 0, 1: 0}
-    words: set[str] = set()
     for i, (text, y) in enumerate(zip(bodies, labels)):
         split = "test" if count[y] % 10 < 3 else "train"
         count[y] += 1
         folder = root / split / ("pos" if y else "neg")
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"{i}_0.txt").write_text(text.replace("\n", " "), encoding="utf-8")
-        words.update(text.lower().split())
-    (root / "imdb.vocab").write_text("\n".join(sorted(words)) + "\n", encoding="utf-8")
 
 
 SST2_MINI = DatasetSpec("glue_sst2_mini", ("train.tsv", "dev.tsv", "test.tsv"), build_mini=build_sst2_mini,
                         notes="SST-2 layout from gensim pang_lee_polarity.cor (human labels)")
-IMDB_MINI = DatasetSpec("imdb_mini", ("imdb.vocab",), build_mini=build_imdb_mini,
-                        notes="aclImdb layout from gensim mini_newsgroup (human newsgroup labels)")
+IMDB_MINI = DatasetSpec("imdb_mini", ("train/pos/", "train/neg/", "test/pos/", "test/neg/"),
+                        build_mini=build_imdb_mini, notes="aclImdb layout from gensim mini_newsgroup (human newsgroup labels)")
 
 
 # ------------------------------------------------------------------------------------------------ SQuAD cloze
 def cloze_questions(paragraph: str, max_words: int | None = None) -> list[tuple[str, str, int]]:
     """(question, answer, answer_start) for every sentence of the paragraph with >= 8 words (at most ``max_words``,
     so that a truncated question keeps its blank): the sentence with its longest word blanked as ``_``."""
-    from genlab.data.pretrain_corpus import split_sentences
-
     out = []
     for sentence in split_sentences(paragraph):
         words = [w for w in re.findall(r"[A-Za-z]{5,}", sentence)]

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable, Literal
 
 from genlab.errors import DataError
-from genlab.utils import sha256_file
+from genlab.utils import sha256_file, stable_hash
 
 Source = Literal["mini", "path", "download"]
 SOURCES = ("mini", "path", "download")
@@ -40,8 +40,10 @@ class RemoteFile:
 class DatasetSpec:
     """What a dataset needs on disk and how each tier provides it.
 
-    ``files`` are paths relative to the dataset directory that the reader opens. ``prepare`` turns downloaded
-    files (in the same directory) into ``files`` (unzip, split). ``build_mini(dir)`` writes the mini's ``files``.
+    ``files`` are paths relative to the dataset directory that the reader opens (a trailing "/" names a folder).
+    ``prepare`` turns downloaded files (in the same directory) into ``files`` (unzip, split); the ``path`` tier
+    runs it too, into the cache, when a user's folder holds the downloads instead of the prepared files.
+    ``build_mini(dir)`` writes the mini's ``files``.
     """
 
     name: str
@@ -72,14 +74,21 @@ def locate(spec: DatasetSpec, source: str, path: str | None = None, cache_dir: s
 
 
 def _missing(spec: DatasetSpec, root: Path) -> list[str]:
-    return [f for f in spec.files if not (root / f).is_file()]
+    return [f for f in spec.files if not ((root / f).is_dir() if f.endswith("/") else (root / f).is_file())]
+
+
+def _listing(names: list[str] | tuple[str, ...], most: int = 4) -> str:
+    """A few names and the count, so a dataset of 100 shards does not print all of them."""
+    shown = ", ".join(names[:most])
+    return shown if len(names) <= most else f"{shown}, ... ({len(names)} in all)"
 
 
 def _how_to_fix(spec: DatasetSpec) -> str:
-    lines = [f"  expected files: {', '.join(spec.files)}"]
+    lines = [f"  expected files: {_listing(spec.files)}"]
     if spec.downloads:
-        lines.append("  canonical sources: " + ", ".join(d.url for d in spec.downloads))
-        lines.append("  fix: point at your copy with data.path=/your/dir, or fetch it with data.source=download")
+        lines.append("  canonical sources: " + _listing([d.url for d in spec.downloads]))
+        lines.append("  fix: point data.path=/your/dir at a folder with these files or with the downloads ("
+                     + _listing([d.filename for d in spec.downloads]) + "), or fetch them with data.source=download")
     else:
         lines.append("  fix: point at your copy with data.path=/your/dir")
     if spec.build_mini is not None:
@@ -89,16 +98,48 @@ def _how_to_fix(spec: DatasetSpec) -> str:
     return "\n".join(lines)
 
 
-def _from_path(spec: DatasetSpec, path: str | None) -> Path:
+def _from_path(spec: DatasetSpec, path: str | None, cache: Path) -> Path:
     if not path:
         raise DataError(f"dataset {spec.name}: data.source=path needs data.path=/dir.\n{_how_to_fix(spec)}")
     root = Path(path).expanduser()
     if not root.is_dir():
         raise DataError(f"dataset {spec.name}: data.path={path} is not a directory.\n{_how_to_fix(spec)}")
     missing = _missing(spec, root)
-    if missing:
-        raise DataError(f"dataset {spec.name}: {root} lacks {', '.join(missing)}.\n{_how_to_fix(spec)}")
-    return root
+    if not missing:
+        return root
+    if spec.prepare is not None and spec.downloads and all((root / d.filename).is_file() for d in spec.downloads):
+        return _prepare_from(spec, root, cache)
+    raise DataError(f"dataset {spec.name}: {root} lacks {len(missing)} of its {len(spec.files)} files "
+                    f"({_listing(missing)}).\n{_how_to_fix(spec)}")
+
+
+def _prepare_from(spec: DatasetSpec, root: Path, cache: Path) -> Path:
+    """The user's folder holds the raw downloads (e.g. ``enwik8.zip``): check them and prepare a copy in the cache,
+    leaving the user's folder untouched. Keyed by the folder and the downloads' sizes and times."""
+    archives = [root / d.filename for d in spec.downloads]
+    key = stable_hash(str(root.resolve()), [(a.name, a.stat().st_size, a.stat().st_mtime_ns) for a in archives])
+    dest = cache / "prepared" / f"{spec.name}-{key}"
+    if dest.is_dir() and not _missing(spec, dest):
+        return dest
+    for remote, archive in zip(spec.downloads, archives, strict=True):
+        verify_sha256(archive, remote.sha256)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}."))
+    try:
+        for archive in archives:
+            (tmp / archive.name).symlink_to(archive.resolve())
+        spec.prepare(tmp)
+        for archive in archives:
+            (tmp / archive.name).unlink(missing_ok=True)
+        missing = _missing(spec, tmp)
+        if missing:
+            raise DataError(f"dataset {spec.name}: preparing the downloads in {root} did not give "
+                            f"{_listing(missing)}; the files are a different version than expected.")
+        shutil.rmtree(dest, ignore_errors=True)
+        os.replace(tmp, dest)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return dest
 
 
 def _build_mini(spec: DatasetSpec, cache: Path) -> Path:
@@ -130,10 +171,11 @@ def _download(spec: DatasetSpec, cache: Path, path: str | None) -> Path:
         return root
     if not spec.downloads:
         raise DataError(f"dataset {spec.name} has no canonical download.\n{_how_to_fix(spec)}")
-    if offline():
+    absent = [d.filename for d in spec.downloads if not (root / d.filename).is_file()]
+    if offline() and absent:  # downloads already in the folder are used (and checked) offline too
         raise DataError(
-            f"dataset {spec.name} is not in {root} and GENLAB_OFFLINE is set, so it will not be downloaded.\n"
-            f"{_how_to_fix(spec)}"
+            f"dataset {spec.name}: {root} lacks {_listing(absent)} and GENLAB_OFFLINE is set, so nothing will be "
+            f"downloaded.\n{_how_to_fix(spec)}"
         )
     root.mkdir(parents=True, exist_ok=True)
     for remote in spec.downloads:
@@ -148,7 +190,10 @@ def _download(spec: DatasetSpec, cache: Path, path: str | None) -> Path:
 
 def fetch(remote: RemoteFile, dest: Path) -> Path:
     """Download ``remote`` to ``dest`` (atomically, with a timeout) and verify its sha256."""
-    if dest.is_file() and (remote.sha256 is None or sha256_file(dest) == remote.sha256):
+    if dest.is_file() and (remote.sha256 is None or offline()):
+        verify_sha256(dest, remote.sha256)
+        return dest
+    if dest.is_file() and sha256_file(dest) == remote.sha256:
         return dest
     tmp = dest.with_name(f".{dest.name}.part")
     try:
