@@ -23,15 +23,13 @@ V = 30
 
 
 def tiny_reader(**kw):
-    args = dict(vocab_size=V, embed_dim=8, hidden=6, num_layers=3, dropout=0.0)
-    args.update(kw)
-    return GAReader(**args).double().eval()
+    args = {"vocab_size": V, "embed_dim": 8, "hidden": 6, "num_layers": 3, "dropout": 0.0}
+    return GAReader(**{**args, **kw}).double().eval()
 
 
 def tiny_generator(**kw):
-    args = dict(vocab_size=20, embed_dim=8, enc_hidden=6, dec_hidden=10, max_question_len=6)
-    args.update(kw)
-    return QuestionGenerator(**args).double()
+    args = {"vocab_size": 20, "embed_dim": 8, "enc_hidden": 6, "dec_hidden": 10, "max_question_len": 6}
+    return QuestionGenerator(**{**args, **kw}).double()
 
 
 def prefix_mask(lengths, width):
@@ -153,8 +151,8 @@ def test_generator_paragraph_padding_invariance():
     qm = q != 0
     start, end = torch.tensor([1, 0]), torch.tensor([2, 1])
     a = g.teacher_forced(g.encode(p, p, pm, start, end), q, qm)
-    pad = lambda x: torch.nn.functional.pad(x, (0, 3))  # noqa: E731
-    b = g.teacher_forced(g.encode(pad(p), pad(p), pad(pm), start, end), q, qm)
+    p_long, pm_long = torch.nn.functional.pad(p, (0, 3)), torch.nn.functional.pad(pm, (0, 3))
+    b = g.teacher_forced(g.encode(p_long, p_long, pm_long, start, end), q, qm)
     assert torch.allclose(a, b, atol=1e-12)
 
 

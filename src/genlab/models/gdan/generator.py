@@ -76,7 +76,8 @@ class QuestionGenerator(nn.Module):
         super().__init__()
         self.vocab_size, self.max_question_len = vocab_size, max_question_len
         self.pad_id, self.unk_id, self.bos_id, self.eos_id = pad_id, unk_id, bos_id, eos_id
-        self.cell, self.input_feeding, self.copy_scores, self.answer_feature = cell, input_feeding, copy_scores, answer_feature
+        self.cell, self.input_feeding = cell, input_feeding
+        self.copy_scores, self.answer_feature = copy_scores, answer_feature
         self.embed = TokenEmbedding(vocab_size, embed_dim)  # shared by encoder and decoder
         self.encoder = PackedRNN(embed_dim + 1, enc_hidden, cell="gru", bidirectional=enc_bidirectional)
         n_enc = self.encoder.output_size
@@ -153,7 +154,9 @@ class QuestionGenerator(nn.Module):
             state, ctx, hs, atts, ctxs = enc.init_state, self._zero_context(enc), [], [], []
             for t in range(q_ids.shape[1]):
                 h, att, ctx, state = self._step(enc, y_in[:, t], state, ctx)
-                hs.append(h), atts.append(att), ctxs.append(ctx)
+                hs.append(h)
+                atts.append(att)
+                ctxs.append(ctx)
             h, att, ctx = torch.cat(hs, 1), torch.cat(atts, 1), torch.cat(ctxs, 1)
         else:
             h, _ = self.decoder(self._decoder_inputs(y_in), enc.init_state)

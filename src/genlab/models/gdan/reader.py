@@ -107,7 +107,9 @@ class GAReader(nn.Module):
         else:
             self.doc_rnns = nn.ModuleList([PackedRNN(embed_dim + qe_dim, hidden)])
             self.qry_rnns = nn.ModuleList([PackedRNN(embed_dim, hidden)])
-        self.matrix_attn = nn.ModuleList(MatrixAttention(d) for _ in range(n_gates)) if gating == "matrix_attn" else None
+        self.matrix_attn = None
+        if gating == "matrix_attn":
+            self.matrix_attn = nn.ModuleList(MatrixAttention(d) for _ in range(n_gates))
         self.dropout = nn.Dropout(dropout)
         if span_scorer == "linear":
             self.start_scorer, self.end_scorer = nn.Linear(d, 1), nn.Linear(d, 1)
