@@ -335,3 +335,26 @@ def test_pretraining_then_finetuning_beats_finetuning_from_scratch():
     without_aux = finetune_accuracy(pretrained.state_dict(), 0.0)
     assert transferred >= 0.8 and transferred - scratch >= 0.2, (transferred, scratch)
     assert transferred >= without_aux - 0.1, (transferred, without_aux)
+
+
+# ------------------------------------------------------------------------------------------------------ configs
+@pytest.mark.parametrize("model_cfg", ["gpt", "gpt_mini"])
+@pytest.mark.parametrize("task_cfg", ["gpt_pretrain", "gpt_finetune"])
+def test_configs_validate_and_build(model_cfg, task_cfg):
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    from genlab.cli.validate import validate_config
+    from helpers import CONF
+
+    cfg = OmegaConf.create({"trainer": {"max_steps": 100}, "model": OmegaConf.load(CONF / "model" / f"{model_cfg}.yaml"),
+                            "task": OmegaConf.load(CONF / "task" / f"{task_cfg}.yaml")})
+    validate_config(cfg)
+    sizes = {} if model_cfg == "gpt_mini" else dict(n_embd=64, n_head=4, n_inner=256, n_layer=2)
+    model = instantiate(cfg.model, vocab_size=V, **sizes)
+    assert model.arch["n_special"] == 3
+    task = instantiate(cfg.task, model=model, _convert_="all")
+    optim = task.configure_optimizers()
+    assert isinstance(optim["optimizer"], OpenAIAdam) and optim["lr_scheduler"]["scheduler"].get_last_lr()[0] == 0.0
+    if model_cfg == "gpt":
+        assert (cfg.model.n_layer, cfg.model.n_embd, cfg.model.n_head, cfg.model.n_positions) == (12, 768, 12, 512)
