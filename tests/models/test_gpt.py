@@ -287,3 +287,43 @@ def test_transfer_errors_name_the_problem():
     del state["transformer.h.1.ln_2.bias"]
     with pytest.raises(CheckpointError, match="ln_2.bias"):
         transfer_pretrained(model, state)
+
+
+# ------------------------------------------------------------------------------------------------- precision
+def bf16_relative_error(model: GPTLMHeadModel, x: torch.Tensor) -> float:
+    with torch.no_grad():
+        ref = model(x).hidden.float()
+        with torch.autocast(x.device.type, dtype=torch.bfloat16):
+            low = model(x).hidden.float()
+    return ((low - ref).norm() / ref.norm()).item()
+
+
+def test_bf16_autocast_matches_fp32_on_cpu():
+    """Check 22, scaled down to a CPU: bf16 autocast hidden states within 1e-2 relative of fp32."""
+    model = tiny(n_embd=64, n_head=4).eval()
+    assert bf16_relative_error(model, ids((2, 16))) < 1e-2
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="check 22 at full size needs a CUDA GPU")
+def test_full_size_bf16_forward_and_a_finetuning_step_on_gpu():
+    """Check 22: full-size bf16 forward within 1e-2 relative of fp32; one finetuning step on 32 x 2 choices x 512
+    tokens (the release's Story Cloze batch at n_ctx 512) fits and runs."""
+    from functools import partial
+
+    from genlab.tasks.gpt import GPTFinetuneTask
+    from genlab.tasks.gpt_optim import OpenAIAdam, ndim_decay_groups
+
+    torch.manual_seed(0)
+    model = GPTLMHeadModel(40478, 3).cuda().eval()
+    assert bf16_relative_error(model, torch.randint(0, 40478, (4, 512), device="cuda")) < 1e-2
+    task = GPTFinetuneTask(model.train(), partial(OpenAIAdam), kind="multiple_choice").cuda()
+    opt = OpenAIAdam(ndim_decay_groups(task, 0.01), lr=6.25e-5)
+    batch = {"input_ids": torch.randint(0, 40481, (32, 2, 512), device="cuda"),
+             "lm_mask": torch.ones(32, 2, 512, dtype=torch.long, device="cuda"),
+             "labels": torch.randint(0, 2, (32,), device="cuda")}
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = task.losses(batch)["loss"]
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(task.parameters(), 1.0)
+    opt.step()
+    assert torch.isfinite(loss)
