@@ -18,7 +18,12 @@ from genlab.interop.hf_gpt import (
     load_hf_state_dict,
     save_hf_checkpoint,
 )
-from genlab.models.gpt import GPTLMHeadModel, GPTMultipleChoiceHead, extract_states, transfer_pretrained
+from genlab.models.gpt import (
+    GPTLMHeadModel,
+    GPTMultipleChoiceHead,
+    extract_states,
+    transfer_pretrained,
+)
 from genlab.tasks.gpt import per_sequence_mean, token_nll
 
 transformers = pytest.importorskip("transformers", reason="transformers (test dependency) is not installed")

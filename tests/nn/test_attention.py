@@ -7,7 +7,11 @@ import math
 import pytest
 import torch
 
-from genlab.nn.attention import MultiHeadSelfAttention, attention_mask, multi_head_attention
+from genlab.nn.attention import (
+    MultiHeadSelfAttention,
+    attention_mask,
+    multi_head_attention,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -22,7 +26,7 @@ def reference(attn: MultiHeadSelfAttention, x: torch.Tensor, scale: float, key_r
     h = attn.n_head
     w, bias = attn.qkv.weight, attn.qkv.bias
     q, k, v = (x @ w[i * d:(i + 1) * d].T + bias[i * d:(i + 1) * d] for i in range(3))
-    heads = lambda y: y.view(b, t, h, d // h).permute(0, 2, 1, 3)  # noqa: E731
+    heads = lambda y: y.view(b, t, h, d // h).permute(0, 2, 1, 3)
     s = heads(q) @ heads(k).transpose(-1, -2) * scale
     allowed = torch.ones(t, t).tril().bool() if attn.causal else torch.ones(t, t).bool()
     allowed = allowed.expand(b, 1, t, t)

@@ -144,7 +144,7 @@ def test_l3_is_mean_clf_plus_half_mean_lm_and_gradients_are_linear():
     task = finetune(lm_coef=0.5)
     batch = entailment_batch()
     parts = task.losses(batch)
-    logits, out = task(batch)
+    logits, _ = task(batch)
     assert torch.allclose(parts["clf_loss"], F.cross_entropy(logits, batch["labels"]))
     assert torch.allclose(parts["loss"], parts["clf_loss"] + 0.5 * parts["lm_loss"])
     g3 = grads(task, task.losses(batch)["loss"])
@@ -191,8 +191,9 @@ def test_pretraining_task_fits_and_reports_token_perplexity(tmp_path):
     torch.manual_seed(0)
     task = GPTPretrainTask(tiny(n_special=0), partial(OpenAIAdam, lr=1e-3))
     train = [{"input_ids": torch.randint(0, V, (4, 16))} for _ in range(3)]
-    valid = [{"input_ids": torch.randint(0, V, (2, 16))}, {"input_ids": torch.randint(0, V, (3, 16)),
-                                                          "lm_mask": (torch.arange(16) < torch.tensor([[16], [12], [9]])).long()}]
+    short = (torch.arange(16) < torch.tensor([[16], [12], [9]])).long()  # a short last window per row
+    valid = [{"input_ids": torch.randint(0, V, (2, 16))},
+             {"input_ids": torch.randint(0, V, (3, 16)), "lm_mask": short}]
     trainer = pl.Trainer(max_steps=3, default_root_dir=tmp_path, **QUIET)
     trainer.fit(task, loader(train), loader(valid))
     nll = torch.cat([task.lm_nll(b) for b in valid])
@@ -309,7 +310,7 @@ def test_pretraining_then_finetuning_beats_finetuning_from_scratch():
         loss.backward()
         opt.step()
     special = SpecialTokens.after_vocab(vocab)
-    encode = lambda x: right_pad([classification(r.tolist(), special) for r in x])  # noqa: E731
+    encode = lambda x: right_pad([classification(r.tolist(), special) for r in x])
     (x_train, y_train), (x_test, y_test) = sample(32), sample(512)
     (train_ids, train_mask), (test_ids, test_mask) = encode(x_train), encode(x_test)
 
@@ -341,13 +342,14 @@ def test_pretraining_then_finetuning_beats_finetuning_from_scratch():
 @pytest.mark.parametrize("model_cfg", ["gpt", "gpt_mini"])
 @pytest.mark.parametrize("task_cfg", ["gpt_pretrain", "gpt_finetune"])
 def test_configs_validate_and_build(model_cfg, task_cfg):
+    from helpers import CONF
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
     from genlab.cli.validate import validate_config
-    from helpers import CONF
 
-    cfg = OmegaConf.create({"trainer": {"max_steps": 100}, "model": OmegaConf.load(CONF / "model" / f"{model_cfg}.yaml"),
+    cfg = OmegaConf.create({"trainer": {"max_steps": 100},
+                            "model": OmegaConf.load(CONF / "model" / f"{model_cfg}.yaml"),
                             "task": OmegaConf.load(CONF / "task" / f"{task_cfg}.yaml")})
     validate_config(cfg)
     sizes = {} if model_cfg == "gpt_mini" else dict(n_embd=64, n_head=4, n_inner=256, n_layer=2)

@@ -38,7 +38,12 @@ import torch
 from torch import Tensor
 
 from genlab.errors import CheckpointError
-from genlab.interop.hf_files import copy_state, fit_problems, read_state_dict, write_hf_folder
+from genlab.interop.hf_files import (
+    copy_state,
+    fit_problems,
+    read_state_dict,
+    write_hf_folder,
+)
 from genlab.models.gpt import GPTLMHeadModel, GPTMultipleChoiceHead
 
 PREFIX = "transformer."
@@ -92,7 +97,8 @@ def config_to_hf(model: GPTLMHeadModel, mc_head: GPTMultipleChoiceHead | None = 
         raise CheckpointError(f"HF OpenAI GPT needs n_inner = 4 * n_embd; this model has n_inner={a['n_inner']}, "
                               f"n_embd={a['n_embd']}.")
     if a["afn"] not in TO_HF_ACT:
-        raise CheckpointError(f"model.afn={a['afn']!r} has no HF OpenAI GPT equivalent; use one of {sorted(TO_HF_ACT)}.")
+        raise CheckpointError(f"model.afn={a['afn']!r} has no HF OpenAI GPT equivalent; use one of "
+                              f"{sorted(TO_HF_ACT)}.")
     return dict(
         model_type="openai-gpt",
         architectures=["OpenAIGPTDoubleHeadsModel" if mc_head is not None else "OpenAIGPTLMHeadModel"],

@@ -39,7 +39,8 @@ from genlab.nn.attention import MultiHeadSelfAttention
 
 
 def gelu_tanh(x: Tensor) -> Tensor:
-    """The release's GELU ``0.5x(1+tanh(√(2/π)(x+0.044715x³)))`` (HF ``gelu``/``gelu_new``); named so models pickle."""
+    """The release's GELU ``0.5x(1+tanh(√(2/π)(x+0.044715x³)))`` (HF ``gelu``/``gelu_new``); a named function,
+    so models pickle."""
     return F.gelu(x, approximate="tanh")
 
 

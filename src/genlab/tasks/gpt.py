@@ -24,8 +24,9 @@ sequence and then over all ``B·K`` sequences (wrong choices included), as the r
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytorch_lightning as pl
 import torch

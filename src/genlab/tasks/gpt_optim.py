@@ -16,7 +16,8 @@ first update reads ``schedule(0) = 0`` (it moves no parameter, while Adam's mome
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
