@@ -1,0 +1,81 @@
+"""Standard (absolute-position) multi-head attention on ``F.scaled_dot_product_attention``.
+
+Two levels, so a model can keep its own parameter names and still share the attention math:
+
+* :func:`multi_head_attention` — ``q, k, v [B, T, d]`` already projected -> heads of ``d / n_head`` contiguous
+  features -> SDPA (scale ``1/sqrt(d_head)``, optional causal mask and key-padding mask, attention dropout) ->
+  merged ``[B, T, d]``. A model with separate ``query/key/value`` layers (BERT) calls this.
+* :class:`MultiHeadSelfAttention` — a fused ``qkv`` projection (output columns ``q | k | v``) + the function above +
+  the output projection ``proj`` (GPT).
+
+Masks: without a padding mask a causal call uses SDPA's ``is_causal`` (the fused kernels' fast path). With one,
+the boolean mask is ``causal & key_is_real``; in the causal case every query may also see itself, so that no row
+is empty (an empty row makes SDPA return NaN; it only happens at left-padding positions, whose outputs are padding
+anyway). Real positions are unaffected by that choice.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+def split_heads(x: Tensor, n_head: int) -> Tensor:
+    """``[B, T, d]`` -> ``[B, H, T, d/H]``: head h owns features ``h·d/H ... (h+1)·d/H − 1``."""
+    b, t, d = x.shape
+    return x.view(b, t, n_head, d // n_head).transpose(1, 2)
+
+
+def merge_heads(x: Tensor) -> Tensor:
+    """``[B, H, T, d_head]`` -> ``[B, T, H·d_head]`` (inverse of :func:`split_heads`)."""
+    b, h, t, dh = x.shape
+    return x.transpose(1, 2).reshape(b, t, h * dh)
+
+
+def attention_mask(key_padding_mask: Tensor, causal: bool, q_len: int) -> Tensor:
+    """Boolean SDPA mask (True = may attend) from ``key_padding_mask [B, K]`` (1/True = real token).
+
+    Non-causal: ``[B, 1, 1, K]`` (broadcast over queries). Causal (queries are the last ``q_len`` keys):
+    ``[B, 1, q_len, K]`` = lower triangle & real keys, with the diagonal always open."""
+    real = key_padding_mask.bool()[:, None, None, :]
+    if not causal:
+        return real
+    k_len = key_padding_mask.shape[-1]
+    rows = torch.arange(k_len - q_len, k_len, device=real.device)[:, None]
+    cols = torch.arange(k_len, device=real.device)[None, :]
+    return (real & (cols <= rows)) | (cols == rows)
+
+
+def multi_head_attention(q: Tensor, k: Tensor, v: Tensor, n_head: int, *, causal: bool = False,
+                         key_padding_mask: Tensor | None = None, dropout_p: float = 0.0) -> Tensor:
+    """Scaled dot-product attention over ``n_head`` heads; ``q, k, v [B, T, d]`` -> ``[B, T, d]``.
+
+    ``dropout_p`` is applied to the attention probabilities (pass 0 in eval mode)."""
+    q, k, v = (split_heads(x, n_head) for x in (q, k, v))
+    if key_padding_mask is None:
+        out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=causal)
+    else:
+        mask = attention_mask(key_padding_mask, causal, q.shape[-2])
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+    return merge_heads(out)
+
+
+class MultiHeadSelfAttention(nn.Module):
+    """``proj(attention(split(qkv(x))))`` with a fused input projection: ``qkv.weight`` rows ``0..d−1`` make q,
+    ``d..2d−1`` k, ``2d..3d−1`` v (``nn.Linear`` stores ``[out, in]``). No dropout after ``proj``: the caller owns
+    its residual dropout."""
+
+    def __init__(self, d_model: int, n_head: int, dropatt: float = 0.0, causal: bool = False, bias: bool = True):
+        super().__init__()
+        if d_model % n_head:
+            raise ValueError(f"d_model={d_model} is not divisible by n_head={n_head}")
+        self.n_head, self.dropatt, self.causal = n_head, dropatt, causal
+        self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)
+        self.proj = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(self, x: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        a = multi_head_attention(q, k, v, self.n_head, causal=self.causal, key_padding_mask=key_padding_mask,
+                                 dropout_p=self.dropatt if self.training else 0.0)
+        return self.proj(a)

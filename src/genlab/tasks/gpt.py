@@ -1,0 +1,300 @@
+"""GPT-1 objectives (spec gpt.md §2.3-§2.5, §3): unsupervised pretraining (causal LM over contiguous windows) and
+supervised finetuning with the auxiliary LM loss, on ``genlab.models.gpt.GPTLMHeadModel``.
+
+Batch keys (dicts of tensors; the DataModules that build them are the data layer's):
+
+Pretraining (:class:`GPTPretrainTask`)
+    ``input_ids``  long ``[B, T]``: contiguous token windows (T ≤ n_positions; the paper: 64 x 512, randomly
+                   sampled in training, non-overlapping held-out windows in evaluation). Position t predicts t+1.
+    ``lm_mask``    optional long/bool ``[B, T]``, 1 = real token (a short last window); absent = all real.
+
+Finetuning (:class:`GPTFinetuneTask`), built by ``genlab.data.finetune.gpt_transforms``:
+    ``input_ids``  long, right-padded: ``[B, T]`` (``kind=classification``: ``<s> x <e>`` or entailment
+                   ``<s> p $ h <e>``), ``[B, 2, T]`` (``similarity``: both orders), ``[B, K, T]`` (``multiple_choice``:
+                   one ``<s> z q $ a_k <e>`` per choice). Specials are the model's ``special_ids`` (V, V+1, V+2).
+    ``lm_mask``    same shape, 1 on real tokens including the specials, 0 on padding (the release's M).
+    ``extract_index``  optional long ``[B]`` / ``[B, K]``: position of ``<e>``; default ``lm_mask.sum(-1) − 1``.
+    ``labels``     long ``[B]`` (class, or the correct choice), or float ``[B]`` scores in [0, 5] (``stsb_head``).
+
+Losses: pretraining = mean next-token CE over real targets (ordinary-token softmax, no special rows); finetuning
+``L3 = mean(L2) + lm_coef · mean over sequences of (per-sequence mean LM CE)`` where the LM CE runs over targets
+``x_1..`` with ``lm_mask[1:] = 1`` (specials ``$``/``<e>`` included, ``<s>`` and padding never), averaged per
+sequence and then over all ``B·K`` sequences (wrong choices included), as the release (spec §2.4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torchmetrics import MeanMetric
+
+from genlab.errors import CheckpointError, ConfigError
+from genlab.metrics.glue_metrics import classification_metrics
+from genlab.models.gpt import (
+    GPTClassificationHead,
+    GPTLMHeadModel,
+    GPTMultipleChoiceHead,
+    GPTOutput,
+    GPTSimilarityHead,
+    extract_states,
+    transfer_pretrained,
+)
+from genlab.parallel import ParallelizeMixin
+from genlab.tasks.gpt_optim import ndim_decay_groups
+
+KINDS = ("classification", "similarity", "multiple_choice")
+STSB_HEADS = (None, "soft6", "mse")
+
+
+# ------------------------------------------------------------------------------------------------------- losses
+def token_nll(model: GPTLMHeadModel, out: GPTOutput, input_ids: Tensor, lm_mask: Tensor | None,
+              special_rows: bool) -> tuple[Tensor, Tensor]:
+    """Next-token CE at every real target: ``(nll [n], sequence index [n])`` over the flattened sequences.
+    Logits are computed only where a real token follows (the softmax is the expensive part)."""
+    t = input_ids.shape[-1]
+    hidden = out.hidden.reshape(-1, t, out.hidden.shape[-1])[:, :-1]
+    targets = input_ids.reshape(-1, t)[:, 1:]
+    n_seq = targets.shape[0]
+    if lm_mask is None:
+        keep = torch.ones_like(targets, dtype=torch.bool)
+    else:
+        keep = lm_mask.reshape(-1, t)[:, 1:].bool()
+    seq = torch.arange(n_seq, device=targets.device)[:, None].expand_as(targets)[keep]
+    logits = model.lm_logits(hidden[keep], out, special_rows=special_rows)
+    return F.cross_entropy(logits.float(), targets[keep], reduction="none"), seq
+
+
+def per_sequence_mean(nll: Tensor, seq: Tensor, n_seq: int) -> Tensor:
+    """``[n_seq]`` mean NLL of each sequence (0 for a sequence without targets)."""
+    sums = torch.zeros(n_seq, device=nll.device, dtype=nll.dtype).index_add_(0, seq, nll)
+    counts = torch.zeros(n_seq, device=nll.device, dtype=nll.dtype).index_add_(0, seq, torch.ones_like(nll))
+    return sums / counts.clamp_min(1.0)
+
+
+def stsb_soft_targets(scores: Tensor, n_bins: int = 6) -> Tensor:
+    """Tree-LSTM label encoding (release ``stsb_label_encoding``): a score y in [0, 5] puts mass
+    ``⌊y⌋ + 1 − y`` on bin ⌊y⌋ and ``y − ⌊y⌋`` on bin ⌊y⌋ + 1."""
+    y = scores.float().clamp(0, n_bins - 1)
+    low = y.floor().long().clamp(max=n_bins - 2)
+    frac = y - low.float()
+    out = torch.zeros(*y.shape, n_bins, device=y.device)
+    out.scatter_(-1, low[..., None], (1 - frac)[..., None])
+    out.scatter_add_(-1, (low + 1)[..., None], frac[..., None])
+    return out
+
+
+def _optimizers(task: pl.LightningModule, model: nn.Module):
+    optimizer = task.optimizer_factory(ndim_decay_groups(model, task.weight_decay))
+    if task.scheduler_factory is None:
+        return optimizer
+    return {"optimizer": optimizer, "lr_scheduler": task.scheduler_factory(optimizer)}
+
+
+# -------------------------------------------------------------------------------------------------- pretraining
+class GPTPretrainTask(ParallelizeMixin, pl.LightningModule):
+    """Causal LM over contiguous windows; ``valid/ppl`` = exp(mean NLL per predicted token) over the split.
+
+    Optimiser groups follow the paper's decay rule (every tensor with ≥ 2 dims, ``weight_decay``); pair with
+    ``OpenAIAdam`` (or AdamW) and ``optim.warmup_cosine`` / ``gpt_optim.oai_warmup_cosine``."""
+
+    def __init__(self, model: GPTLMHeadModel, optimizer: Callable[..., torch.optim.Optimizer],
+                 scheduler: Callable[..., dict] | None = None, monitor: str = "valid/loss", monitor_mode: str = "min",
+                 weight_decay: float = 0.01):
+        super().__init__()
+        self.model = model
+        self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
+        self.monitor, self.monitor_mode, self.weight_decay = monitor, monitor_mode, weight_decay
+        self.valid_nll, self.test_nll = MeanMetric(), MeanMetric()
+
+    def lm_nll(self, batch: dict) -> Tensor:
+        """NLL of every real target token, ``[n]``."""
+        ids = batch["input_ids"]
+        nll, _ = token_nll(self.model, self.model(ids), ids, batch.get("lm_mask"), special_rows=False)
+        return nll
+
+    def training_step(self, batch: dict, batch_idx: int) -> Tensor:
+        loss = self.lm_nll(batch).mean()
+        self.log("train/loss", loss, prog_bar=True)
+        return loss
+
+    def _eval(self, batch: dict, metric: MeanMetric) -> None:
+        nll = self.lm_nll(batch)
+        metric.update(nll.mean(), weight=nll.numel())
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        self._eval(batch, self.valid_nll)
+
+    def test_step(self, batch: dict, batch_idx: int) -> None:
+        self._eval(batch, self.test_nll)
+
+    def _finish(self, split: str, metric: MeanMetric) -> None:
+        if metric.update_count == 0:
+            return
+        loss = metric.compute()  # MeanMetric reduces across processes itself
+        metric.reset()
+        self.log(f"{split}/loss", loss)
+        self.log(f"{split}/ppl", torch.exp(loss), prog_bar=True)
+
+    def on_validation_epoch_end(self) -> None:
+        self._finish("valid", self.valid_nll)
+
+    def on_test_epoch_end(self) -> None:
+        self._finish("test", self.test_nll)
+
+    def configure_optimizers(self):
+        return _optimizers(self, self.model)
+
+
+# --------------------------------------------------------------------------------------------------- finetuning
+def load_pretrained_state(init_from: str) -> tuple[dict[str, Tensor], dict[str, Any]]:
+    """Our-named GPT tensors and the recorded data identity from a genlab ``.ckpt`` (GPT pretraining run) or an
+    HF OpenAI GPT folder / weights file."""
+    path = Path(init_from).expanduser()
+    if not path.exists():
+        raise CheckpointError(f"task.init_from={init_from}: no such file or folder; give a genlab GPT pretraining "
+                              ".ckpt or an HF OpenAI GPT folder, or null to start from scratch.")
+    if path.suffix == ".ckpt":
+        ckpt = torch.load(path, map_location="cpu", weights_only=False)
+        state = {k[len("model."):]: v for k, v in ckpt.get("state_dict", {}).items() if k.startswith("model.")}
+        if not state:
+            raise CheckpointError(f"task.init_from={init_from}: the checkpoint holds no model.* weights.")
+        return state, {"tokenizer_source": str(path), **ckpt.get("genlab", {}).get("data_identity", {})}
+    from genlab.interop import hf_gpt
+
+    return hf_gpt.genlab_state_from_hf(hf_gpt.read_state_dict(path), f"task.init_from={path}"), {}
+
+
+class GPTFinetuneTask(ParallelizeMixin, pl.LightningModule):
+    """Finetuning with ``L3 = L2 + lm_coef · L1`` (spec §2.4). ``kind``: ``classification`` (also entailment:
+    one sequence, ``n_labels`` classes), ``similarity`` (two orders summed before ``W_y``), ``multiple_choice``
+    (one scalar per choice, softmax over choices; ``n_labels`` = number of choices, for the metric).
+    ``stsb_head`` (similarity regression, spec §2.5): ``soft6`` = 6-way head on the Tree-LSTM soft targets,
+    prediction Σ r·p_r; ``mse`` = scalar head; null = class labels.
+
+    ``init_from``: a genlab GPT pretraining ``.ckpt`` or an HF OpenAI GPT folder; ``n_transfer`` (−1 nothing,
+    0 embeddings, k bottom blocks, null all) chooses what is copied; the special rows and the head stay freshly
+    initialised N(0, 0.02). null ``init_from`` = the "w/o pre-training" ablation; ``lm_coef=0`` = "w/o aux LM"."""
+
+    def __init__(self, model: GPTLMHeadModel, optimizer: Callable[..., torch.optim.Optimizer],
+                 scheduler: Callable[..., dict] | None = None, kind: str = "classification", n_labels: int = 2,
+                 metric: str = "acc", lm_coef: float = 0.5, clf_pdrop: float = 0.1, stsb_head: str | None = None,
+                 weight_decay: float = 0.01, init_from: str | None = None, n_transfer: int | None = None,
+                 monitor: str = "valid/acc", monitor_mode: str = "max"):
+        super().__init__()
+        if kind not in KINDS:
+            raise ConfigError(f"task.kind={kind!r} is unknown; use one of {KINDS}.")
+        if stsb_head not in STSB_HEADS or (stsb_head and kind != "similarity"):
+            raise ConfigError(f"task.stsb_head={stsb_head!r} must be null, 'soft6' or 'mse' (the latter two with "
+                              "task.kind=similarity).")
+        if model.n_special < 3:
+            raise ConfigError(f"finetuning needs the 3 special tokens <s> $ <e>: set model.n_special=3 (it is "
+                              f"{model.n_special}).")
+        if lm_coef < 0:
+            raise ConfigError(f"task.lm_coef={lm_coef} must be >= 0.")
+        self.model, self.kind, self.lm_coef, self.stsb_head = model, kind, lm_coef, stsb_head
+        self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
+        self.monitor, self.monitor_mode, self.weight_decay = monitor, monitor_mode, weight_decay
+        self.pretrained_identity: dict[str, Any] = {}
+        if init_from:
+            state, self.pretrained_identity = load_pretrained_state(init_from)
+            transfer_pretrained(model, state, n_transfer)
+        d = model.n_embd
+        if kind == "multiple_choice":
+            self.head: nn.Module = GPTMultipleChoiceHead(d, clf_pdrop, model.init_std)
+        else:
+            n_out = {"soft6": 6, "mse": 1}.get(stsb_head or "", n_labels)
+            cls = GPTSimilarityHead if kind == "similarity" else GPTClassificationHead
+            self.head = cls(d, n_out, clf_pdrop, model.init_std)
+        self.metric = "corr" if stsb_head else metric
+        self.metrics = nn.ModuleDict({s: classification_metrics(self.metric, n_labels) for s in ("valid", "test")})
+
+    def setup(self, stage: str) -> None:
+        dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+        saved = self.pretrained_identity.get("tokenizer")
+        if dm is None or not hasattr(dm, "identity") or saved is None:
+            return
+        current = dm.identity().get("tokenizer")
+        if saved != current:
+            fix = self.pretrained_identity.get("tokenizer_source", "the pretraining tokenizer")
+            raise CheckpointError(f"task.init_from was pretrained with tokenizer {saved} but the data uses {current}; "
+                                  f"set data.tokenizer={fix} (the checkpoint's own tokenizer).")
+
+    # --- objective ----------------------------------------------------------------------------------------------
+    def _check_shape(self, ids: Tensor) -> None:
+        want = {"classification": 2, "similarity": 3, "multiple_choice": 3}[self.kind]
+        if ids.dim() != want or (self.kind == "similarity" and ids.shape[1] != 2):
+            layout = {2: "[B, T]", 3: "[B, 2, T]" if self.kind == "similarity" else "[B, K, T]"}[want]
+            raise ConfigError(f"task.kind={self.kind} expects input_ids {layout}, got {tuple(ids.shape)}; "
+                              "check that the data's task matches task.kind.")
+
+    def forward(self, batch: dict) -> tuple[Tensor, GPTOutput]:
+        """(head logits ``[B, n_out]`` / ``[B]`` / ``[B, K]``, backbone output)."""
+        ids, mask = batch["input_ids"], batch.get("lm_mask")
+        self._check_shape(ids)
+        out = self.model(ids)  # right padding + causal attention: no pad mask needed
+        index = batch.get("extract_index")
+        if index is None:
+            index = (mask.sum(-1) - 1) if mask is not None else torch.full(ids.shape[:-1], ids.shape[-1] - 1,
+                                                                             device=ids.device)
+        return self.head(extract_states(out.hidden, index.long())), out
+
+    def classifier_loss(self, logits: Tensor, labels: Tensor) -> Tensor:
+        if self.stsb_head == "soft6":
+            return -(stsb_soft_targets(labels) * F.log_softmax(logits.float(), -1)).sum(-1).mean()
+        if self.stsb_head == "mse":
+            return F.mse_loss(logits.float(), labels.float())
+        return F.cross_entropy(logits.float(), labels)
+
+    def lm_loss(self, batch: dict, out: GPTOutput) -> Tensor:
+        """Mean over all sequences of the per-sequence mean next-token CE (tokens + special rows)."""
+        ids = batch["input_ids"]
+        nll, seq = token_nll(self.model, out, ids, batch.get("lm_mask"), special_rows=True)
+        return per_sequence_mean(nll, seq, ids[..., 0].numel()).mean()
+
+    def losses(self, batch: dict) -> dict[str, Tensor]:
+        logits, out = self(batch)
+        parts = {"logits": logits, "clf_loss": self.classifier_loss(logits, batch["labels"])}
+        parts["lm_loss"] = self.lm_loss(batch, out) if self.lm_coef > 0 else logits.new_zeros(())
+        parts["loss"] = parts["clf_loss"] + self.lm_coef * parts["lm_loss"]
+        return parts
+
+    def predict_scores(self, logits: Tensor) -> Tensor:
+        if self.stsb_head == "soft6":
+            return (logits.float().softmax(-1) * torch.arange(6, device=logits.device)).sum(-1)
+        if self.stsb_head == "mse":
+            return logits.float()
+        return logits.argmax(-1)
+
+    # --- steps --------------------------------------------------------------------------------------------------
+    def training_step(self, batch: dict, batch_idx: int) -> Tensor:
+        parts = self.losses(batch)
+        self.log("train/loss", parts["loss"], prog_bar=True)
+        self.log("train/clf_loss", parts["clf_loss"])
+        if self.lm_coef > 0:
+            self.log("train/lm_loss", parts["lm_loss"])
+        return parts["loss"]
+
+    def _eval(self, stage: str, batch: dict) -> None:
+        parts = self.losses(batch)
+        n = batch["labels"].shape[0]
+        self.log(f"{stage}/loss", parts["clf_loss"], sync_dist=True, batch_size=n)
+        if self.lm_coef > 0:
+            self.log(f"{stage}/lm_loss", parts["lm_loss"], sync_dist=True, batch_size=n)
+        metrics = self.metrics[stage]
+        metrics.update(self.predict_scores(parts["logits"]), batch["labels"])
+        self.log_dict({f"{stage}/{k}": m for k, m in metrics.items()})
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        self._eval("valid", batch)
+
+    def test_step(self, batch: dict, batch_idx: int) -> None:
+        self._eval("test", batch)
+
+    def configure_optimizers(self):
+        return _optimizers(self, self)
