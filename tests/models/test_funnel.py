@@ -414,3 +414,18 @@ def test_activation_checkpointing_keeps_outputs_and_gradients():
         model(ids, types, mask).hidden.square().mean().backward()
     for (name, p), q in zip(ref.named_parameters(), ckpt.parameters()):
         torch.testing.assert_close(q.grad, p.grad, msg=name)
+
+
+@pytest.mark.parametrize("device", ["cpu"] + (["cuda"] if torch.cuda.is_available() else []))
+def test_check28_bf16_autocast_matches_fp32_on_the_cls_output(device):
+    """The precision part of check 28 (scores, softmax, LayerNorm stay fp32 under autocast); the step-time part
+    is experiments/perf/funnel_flops.py --dtype bf16 on a GPU."""
+    torch.manual_seed(0)
+    model = FunnelModel(V, (2, 2, 2), **{**DIMS, "d_model": 64, "d_head": 32}, use_decoder=False).to(device).eval()
+    ids, types, mask = (t.to(device) for t in batch(length=64, pad_from=41))
+    with torch.no_grad():
+        full = model(ids, types, mask).hidden[:, 0]
+        with torch.autocast(device, dtype=torch.bfloat16):
+            low = model(ids, types, mask).hidden[:, 0]
+    assert low.dtype == torch.bfloat16 or low.dtype == torch.float32
+    assert ((low.float() - full).norm() / full.norm()) < 1e-2
