@@ -11,8 +11,14 @@ import torch
 import torch.nn.functional as F
 
 from genlab.errors import CheckpointError
-from genlab.interop.hf_funnel import (config_from_hf, export_hf_state_dict, load_hf_checkpoint,
-                                      load_hf_sequence_classification, load_hf_state_dict, save_hf_checkpoint)
+from genlab.interop.hf_funnel import (
+    config_from_hf,
+    export_hf_state_dict,
+    load_hf_checkpoint,
+    load_hf_sequence_classification,
+    load_hf_state_dict,
+    save_hf_checkpoint,
+)
 from genlab.models.backbones import FunnelBackbone
 from genlab.models.funnel import FunnelModel
 from genlab.models.funnel_pretraining import FunnelElectra, FunnelForMaskedLM

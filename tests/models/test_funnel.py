@@ -9,8 +9,15 @@ import torch
 
 from genlab.errors import ConfigError
 from genlab.models.funnel import FunnelModel, top_attention_index
-from genlab.models.funnel_structure import (input_level, pair_inputs, pool_level, pool_windows, pooled_length,
-                                            select_level, upsample)
+from genlab.models.funnel_structure import (
+    input_level,
+    pair_inputs,
+    pool_level,
+    pool_windows,
+    pooled_length,
+    select_level,
+    upsample,
+)
 from genlab.nn.positional import sinusoid_table
 
 V = 40
@@ -92,6 +99,7 @@ def test_check3_check29_cls_pooling_and_the_separate_cls_switch():
         level = pool_level(level, True, True, "any_real")
         s = 2**b
         assert level.pos[0].tolist() == [1 - s] + [1 + j * s for j in range(level.length - 1)]
+        assert level.first == 1 - s and level.stride == s
 
     untruncated = pool_windows(h, "mean", True, truncate_seq=False)
     assert untruncated.shape[1] == 1 + math.ceil(15 / 2) == 9
@@ -363,7 +371,7 @@ def test_top_attention_keeps_cls_and_the_most_attended_positions_in_order():
     assert top_attention_index(probs, 3, separate_cls=True).tolist() == [[0, 1, 4]]
     assert top_attention_index(probs, 3, separate_cls=False).tolist() == [[1, 4, 5]]
     level = select_level(input_level(6, None, None, True, torch.device("cpu")), torch.tensor([[0, 1, 4]]), True)
-    assert level.pos.tolist() == [[-1, 1, 4]] and not level.regular
+    assert level.pos.tolist() == [[-1, 1, 4]] and level.first is None
 
 
 def test_top_attention_model_runs_with_the_gather_form():

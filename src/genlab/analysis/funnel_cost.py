@@ -93,4 +93,4 @@ def counting_mode() -> flop_counter.FlopCounterMode:
     return flop_counter.FlopCounterMode(display=False, custom_mapping=extra)
 
 
-__all__ = ["table_flops_ratio", "layer_flops", "forward_flops", "counting_mode"]
+__all__ = ["counting_mode", "forward_flops", "layer_flops", "table_flops_ratio"]

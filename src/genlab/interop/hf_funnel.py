@@ -52,8 +52,18 @@ FLIP = ("discriminator_predictions.dense_prediction.weight", "discriminator_pred
 FFN_NAMES = ((".ffn.layer_1.", ".ffn.linear_1."), (".ffn.layer_2.", ".ffn.linear_2."))
 Model = FunnelModel | FunnelForMaskedLM | FunnelElectra
 
-__all__ = ["FunnelImport", "config_from_hf", "config_to_hf", "export_hf_state_dict", "load_hf_checkpoint",
-           "load_hf_sequence_classification", "load_hf_state_dict", "save_hf_checkpoint", "to_hf_key", "from_hf_key"]
+__all__ = [
+    "FunnelImport",
+    "config_from_hf",
+    "config_to_hf",
+    "export_hf_state_dict",
+    "from_hf_key",
+    "load_hf_checkpoint",
+    "load_hf_sequence_classification",
+    "load_hf_state_dict",
+    "save_hf_checkpoint",
+    "to_hf_key",
+]
 
 
 @dataclass

@@ -49,6 +49,11 @@ from genlab.models.xlnet import ACTIVATIONS, XLNetFeedForward
 from genlab.nn.relative_attention import attend
 
 POOLING_TYPES = ("mean", "max", "top_attn")
+
+
+def _fp32_up(x: Tensor) -> Tensor:
+    """Scores, masks, softmax and logits in at least fp32 (fp64 stays fp64, for the tests)."""
+    return x.to(torch.promote_types(x.dtype, torch.float32))
 CLS_MASKS = ("auto", "always", "never")
 
 
@@ -87,7 +92,8 @@ class FunnelRelAttention(nn.Module):
         if self.relative:
             bias = self._positional(q, inputs)
             if inputs.same_segment is not None:
-                seg = torch.einsum("bind,snd->bnis", (q + self.r_s_bias) * self.scale, self.seg_embed).float()
+                seg = torch.einsum("bind,snd->bnis", (q + self.r_s_bias) * self.scale, self.seg_embed)
+                seg = _fp32_up(seg)
                 bias = bias + torch.where(inputs.same_segment[:, None], seg[..., 1:], seg[..., :1])
             if inputs.keep is not None:
                 bias = bias * inputs.keep[:, None]
@@ -102,9 +108,9 @@ class FunnelRelAttention(nn.Module):
             qr = torch.einsum("bind,Dnd->binD", qv, self.r_kernel)
             pos = (torch.einsum("binD,jD->bnij", qr * phi[:, None], psi)
                    + torch.einsum("binD,jD->bnij", qr * pi[:, None], omega))
-            return pos.float()
+            return _fp32_up(pos)
         r_head = torch.einsum("wD,Dnd->wnd", inputs.table.to(qv.dtype), self.r_kernel)
-        raw = torch.einsum("bind,wnd->bniw", qv, r_head).float()  # [B, N, Tq, W]
+        raw = _fp32_up(torch.einsum("bind,wnd->bniw", qv, r_head))  # [B, N, Tq, W]
         if inputs.mode == "rel_shift":
             return shifted_view(raw, inputs.q_len, inputs.k_len, inputs.shift)
         index = inputs.index[:, None].expand(raw.shape[0], raw.shape[1], -1, -1)
@@ -123,7 +129,7 @@ class FunnelRelAttention(nn.Module):
         q_content = q + self.r_w_bias if self.relative else q
         probs = None
         if need_probs:
-            scores = torch.einsum("bind,bjnd->bnij", q_content * self.scale, k).float()
+            scores = _fp32_up(torch.einsum("bind,bjnd->bnij", q_content * self.scale, k))
             if bias is not None:
                 scores = scores + bias
             probs = scores.softmax(-1)
@@ -436,7 +442,7 @@ class FunnelMLMHead(nn.Module):
     def forward(self, h: Tensor, embedding: Tensor) -> Tensor:
         if self.transform:
             h = self.layer_norm(self.act(self.dense(h)))
-        return F.linear(h.float(), embedding.float(), self.bias.float())
+        return F.linear(_fp32_up(h), _fp32_up(embedding), _fp32_up(self.bias))
 
 
 class FunnelDiscriminatorHead(nn.Module):
@@ -450,7 +456,7 @@ class FunnelDiscriminatorHead(nn.Module):
         self.act = ACTIVATIONS[activation]
 
     def forward(self, h: Tensor) -> Tensor:
-        return self.dense_prediction(self.act(self.dense(h))).squeeze(-1).float()
+        return _fp32_up(self.dense_prediction(self.act(self.dense(h))).squeeze(-1))
 
 
 def init_head(module: nn.Module, std: float) -> None:
@@ -466,5 +472,15 @@ def init_head(module: nn.Module, std: float) -> None:
         nn.init.zeros_(module.bias)
 
 
-__all__ = ["FunnelModel", "FunnelEncoder", "FunnelDecoder", "FunnelLayer", "FunnelRelAttention", "FunnelOutput",
-           "FunnelMLMHead", "FunnelDiscriminatorHead", "init_head", "top_attention_index"]
+__all__ = [
+    "FunnelDecoder",
+    "FunnelDiscriminatorHead",
+    "FunnelEncoder",
+    "FunnelLayer",
+    "FunnelMLMHead",
+    "FunnelModel",
+    "FunnelOutput",
+    "FunnelRelAttention",
+    "init_head",
+    "top_attention_index",
+]

@@ -20,8 +20,14 @@ import inspect
 from torch import Tensor, nn
 
 from genlab.errors import ConfigError
-from genlab.models.funnel import FunnelDiscriminatorHead, FunnelLayer, FunnelMLMHead, FunnelModel, FunnelOutput, \
-    init_head
+from genlab.models.funnel import (
+    FunnelDiscriminatorHead,
+    FunnelLayer,
+    FunnelMLMHead,
+    FunnelModel,
+    FunnelOutput,
+    init_head,
+)
 
 
 def _body_kwargs(values: dict) -> dict:
@@ -173,4 +179,4 @@ class FunnelElectra(nn.Module):
             [(f"generator_lm_head.{n}", p) for n, p in self.generator_lm_head.named_parameters()]
 
 
-__all__ = ["FunnelForMaskedLM", "FunnelElectra", "generator_sizes"]
+__all__ = ["FunnelElectra", "FunnelForMaskedLM", "generator_sizes"]

@@ -34,7 +34,7 @@ class Level:
 
     pos: Tensor  # [1 or B, T] long positions in input coordinates
     stride: int  # distance between consecutive non-[CLS] positions of a regular level
-    regular: bool  # pos == pos[:, :1] + stride * arange(T) for every row (mean/max pooling keeps this)
+    first: int | None  # regular level: pos == first + stride * arange(T) (mean/max pooling keeps this); else None
     seg: Tensor | None  # [B, T] long token types, or None (no segment term)
     hidden: Tensor | None  # [B, T] bool, True = never attended to as a key; None = every key visible
     cls: Tensor | None  # [1, T] bool, True at the [CLS] whose positional/segment terms are zeroed; None = no C
@@ -49,7 +49,7 @@ def input_level(seq_len: int, token_type_ids: Tensor | None, hidden: Tensor | No
     """Level 0: positions 0..T-1, and the CLS mask (row/column 0) when ``cls_mask``."""
     pos = torch.arange(seq_len, device=device)[None]
     cls = (pos == 0) if cls_mask else None
-    return Level(pos, 1, True, token_type_ids, hidden, cls)
+    return Level(pos, 1, 0, token_type_ids, hidden, cls)
 
 
 def pool_windows(x: Tensor, reduce: str, separate_cls: bool, truncate_seq: bool) -> Tensor:
@@ -103,11 +103,12 @@ def pool_level(level: Level, separate_cls: bool, truncate_seq: bool, mask_pool: 
         return None if x is None else pool_windows(x, reduce, separate_cls, truncate_seq)
 
     stride = 2 * level.stride
-    pos = pool(level.pos, "first")
+    pos, first = pool(level.pos, "first"), level.first
     if separate_cls and pos.shape[1] > 1:
         pos = torch.cat([pos[:, 1:2] - stride, pos[:, 1:]], dim=1)
+        first = None if first is None else first + level.stride - stride  # one stride before position 1
     hidden = pool(level.hidden, "all" if mask_pool == "any_real" else "any")
-    return Level(pos, stride, level.regular, pool(level.seg, "first"), hidden, pool(level.cls, "first"))
+    return Level(pos, stride, first, pool(level.seg, "first"), hidden, pool(level.cls, "first"))
 
 
 def select_level(level: Level, index: Tensor, separate_cls: bool) -> Level:
@@ -122,7 +123,7 @@ def select_level(level: Level, index: Tensor, separate_cls: bool) -> Level:
     pos = take(level.pos)
     if separate_cls:
         pos = torch.cat([torch.full_like(pos[:, :1], 1 - stride), pos[:, 1:]], dim=1)
-    return Level(pos, stride, False, take(level.seg), take(level.hidden), take(level.cls))
+    return Level(pos, stride, None, take(level.seg), take(level.hidden), take(level.cls))
 
 
 def upsample(h: Tensor, stride: int, target_len: int, separate_cls: bool) -> Tensor:
@@ -171,12 +172,12 @@ def pair_inputs(q: Level, k: Level, mode: str, d_model: int, pos_dropout: nn.Dro
     """
     out = PairInputs(mode, q.length, k.length)
     if mode != "absolute":
-        if not (q.regular and k.regular) and mode in ("rel_shift", "factorized"):
+        if (q.first is None or k.first is None) and mode in ("rel_shift", "factorized"):
             mode = out.mode = "gather"
         if mode == "rel_shift":
             out.shift = q.stride // k.stride
             span = out.shift * (q.length - 1)  # table column c <-> distance base + (span - c) * key stride
-            base = int(q.pos[0, 0] - k.pos[0, 0])
+            base = q.first - k.first  # Python ints: no device sync
             cols = torch.arange(span + k.length, device=q.pos.device)
             out.table = pos_dropout(sinusoid_table(base + (span - cols) * k.stride, d_model))
         elif mode == "gather":

@@ -15,7 +15,7 @@ original token at the targets and -100 elsewhere, ``token_type_ids``, ``attentio
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -135,4 +135,4 @@ class FunnelElectraTask(MaskedLMTask):
         return out["loss"], float(out["n_targets"])
 
 
-__all__ = ["FunnelMLMTask", "FunnelElectraTask", "gumbel_argmax", "replace_targets"]
+__all__ = ["FunnelElectraTask", "FunnelMLMTask", "gumbel_argmax", "replace_targets"]
