@@ -21,6 +21,8 @@ from torch import Tensor, nn
 
 from genlab.errors import ConfigError
 from genlab.models.bert import BertForPretraining
+from genlab.models.funnel import FunnelModel
+from genlab.models.funnel_pretraining import FunnelElectra, FunnelForMaskedLM
 from genlab.models.xlnet import XLNetLMHeadModel, XLNetModel
 
 
@@ -87,13 +89,45 @@ class BertBackbone(nn.Module):
         return self.summary_dropout(self.bert.pooler(hidden))
 
 
+class FunnelBackbone(nn.Module):
+    """Funnel body of a pretraining model (the discriminator for ELECTRA; generator and heads dropped). Sequence
+    tasks read the encoder only (length T_M) and summarise its [CLS] row 0 as ``dropout(tanh(W h_0 + b))`` with a
+    fresh projection (spec funnel_transformer.md §2.7, HF ``FunnelClassificationHead`` = this summary followed by
+    ``heads.ClassificationHead``); ``use_decoder=True`` keeps the decoder for token-level tasks (SQuAD)."""
+
+    cls_position = "first"
+
+    def __init__(self, model: FunnelModel | FunnelForMaskedLM | FunnelElectra, summary_dropout: float = 0.1,
+                 use_decoder: bool = False, init_std: float = 0.02):
+        super().__init__()
+        self.funnel = model if isinstance(model, FunnelModel) else model.funnel
+        if not use_decoder:
+            self.funnel.decoder = None  # unused parameters would stall DDP and take optimiser state
+        elif self.funnel.decoder is None:
+            raise ConfigError("use_decoder=true needs a Funnel model built with model.use_decoder=true")
+        self.d_model, self.n_layer = self.funnel.d_model, self.funnel.n_layer
+        self.summary_proj = nn.Linear(self.d_model, self.d_model)
+        nn.init.trunc_normal_(self.summary_proj.weight, std=init_std, a=-2 * init_std, b=2 * init_std)
+        nn.init.zeros_(self.summary_proj.bias)
+        self.summary_dropout = nn.Dropout(summary_dropout)
+
+    def encode(self, input_ids: Tensor, token_type_ids: Tensor | None = None,
+               attention_mask: Tensor | None = None) -> Tensor:
+        return self.funnel(input_ids, token_type_ids, attention_mask).hidden
+
+    def summary(self, hidden: Tensor) -> Tensor:
+        return self.summary_dropout(torch.tanh(self.summary_proj(hidden[:, 0])))
+
+
 def adapt(model: nn.Module, summary_dropout: float = 0.1) -> nn.Module:
     """Wrap a pretraining model (or bare backbone) in its finetuning adapter; adapters pass through."""
-    if isinstance(model, (XLNetBackbone, BertBackbone)) or isinstance(model, Backbone):
+    if isinstance(model, (XLNetBackbone, BertBackbone, FunnelBackbone)) or isinstance(model, Backbone):
         return model
+    if isinstance(model, (FunnelModel, FunnelForMaskedLM, FunnelElectra)):
+        return FunnelBackbone(model, summary_dropout)
     if isinstance(model, (XLNetLMHeadModel, XLNetModel)):
         return XLNetBackbone(model, summary_dropout)
     if isinstance(model, BertForPretraining):
         return BertBackbone(model, summary_dropout)
-    raise ConfigError(f"model {type(model).__name__} has no finetuning adapter; use an XLNet or BERT model config "
-                      "(model=xlnet_base, model=bert_base, ...) or implement encode()/summary().")
+    raise ConfigError(f"model {type(model).__name__} has no finetuning adapter; use an XLNet, BERT or Funnel model "
+                      "config (model=xlnet_base, model=bert_base, ...) or implement encode()/summary().")
