@@ -1,5 +1,5 @@
 """Funnel MLM and ELECTRA objectives (spec funnel_transformer.md §2.8; checks 19, 20, 25, 33) on synthetic
-masked-LM batches built with the platform's corruption (genlab.data.mlm_examples)."""
+masked-LM batches built with the platform's corruption (genlab.data.pretrain.mlm_examples)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ import torch
 import torch.nn.functional as F
 from hydra.utils import instantiate
 
-from genlab.data.mlm_examples import MaskingConfig, choose_positions, corrupt, mlm_labels
+from genlab.data.pretrain.mlm_examples import MaskingConfig, choose_positions, corrupt, mlm_labels
 from genlab.models.funnel_pretraining import FunnelElectra, FunnelForMaskedLM
 from genlab.tasks.funnel_pretrain import MASK_ID, FunnelElectraTask, FunnelMLMTask, gumbel_argmax, replace_targets
 from genlab.tasks.optim import warmup_linear
 
 V, T = 50, 32
-CLS, SEP, PAD = 3, 4, 5  # genlab.data.xlnet_examples ids; ordinary tokens are >= 9
+CLS, SEP, PAD = 3, 4, 5  # genlab.data.pretrain.xlnet_examples ids; ordinary tokens are >= 9
 TINY = dict(block_sizes=(1, 1, 1), d_model=64, n_head=2, d_head=32, d_inner=256, dropout=0.0, dropatt=0.0)
 
 

@@ -2,7 +2,7 @@
 
 Both consume the masked-LM batches of the BERT pipeline (``input_ids`` corrupted at the targets, ``labels`` = the
 original token at the targets and -100 elsewhere, ``token_type_ids``, ``attention_mask`` 1 = real), so masking
-(``genlab.data.mlm_examples``), the optimiser wiring and the evaluation bookkeeping are
+(``genlab.data.pretrain.mlm_examples``), the optimiser wiring and the evaluation bookkeeping are
 ``genlab.tasks.pretrain.MaskedLMTask``'s; the MLM loss is its mean cross-entropy over the targets.
 
 * :class:`FunnelMLMTask`: the original code also hides the [MASK] tokens from attention (they are never keys,
@@ -24,7 +24,7 @@ from torch import Tensor, nn
 from genlab.errors import ConfigError
 from genlab.tasks.pretrain import MaskedLMTask
 
-MASK_ID = 6  # <mask> of the platform's SentencePiece vocabularies (genlab.data.xlnet_examples)
+MASK_ID = 6  # <mask> of the platform's SentencePiece vocabularies (genlab.data.pretrain.xlnet_examples)
 
 
 class FunnelMLMTask(MaskedLMTask):
