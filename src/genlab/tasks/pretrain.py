@@ -102,7 +102,7 @@ class _MemoryMixin:
         else:
             memory = self._eval_memory
         backbone = getattr(self.model, "transformer", self.model)
-        if memory is None and self.mem_init == "zeros" and getattr(backbone, "mem_len", 0) > 0:
+        if memory is None and self.mem_init == "zeros" and (getattr(backbone, "mem_len", 0) or 0) > 0:
             memory = backbone.init_memory(ids.shape[0], ids.device)
         return memory
 
