@@ -11,6 +11,7 @@ location do not leak in) and keys sorted. The output is deterministic: same conf
 from __future__ import annotations
 
 import json
+from fnmatch import fnmatch
 import sys
 from pathlib import Path
 
@@ -75,11 +76,14 @@ def differences(expected: dict, actual: dict, limit: int = 20) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    """Write the fixture (default), or with ``--check`` report every preset that differs from it."""
-    if argv[1:] == ["--check"]:
+    """Write the fixture (default), or with ``--check [PATTERN ...]`` report every preset (matching a shell-style
+    pattern, e.g. ``'bert_*'``) that differs from it."""
+    if argv[1:2] == ["--check"]:
         fixture = load_fixture()
+        patterns = argv[2:] or ["*"]
+        names = sorted(n for n in fixture.keys() | set(preset_names()) if any(fnmatch(n, p) for p in patterns))
         bad = 0
-        for name in sorted(fixture.keys() | set(preset_names())):
+        for name in names:
             if name not in fixture or name not in preset_names():
                 print(f"{name}: {'new preset' if name not in fixture else 'preset removed'}")
                 bad += 1
