@@ -88,7 +88,10 @@ def main(argv: list[str]) -> int:
                 print(f"{name}: {'new preset' if name not in fixture else 'preset removed'}")
                 bad += 1
                 continue
-            diff = differences(fixture[name], composed_preset(name))
+            try:
+                diff = differences(fixture[name], composed_preset(name))
+            except Exception as err:  # noqa: BLE001 - report every broken preset, not just the first
+                diff = [f"  does not compose: {type(err).__name__}: {err}"]
             if diff:
                 print(f"{name}:", *diff, sep="\n")
                 bad += 1
