@@ -95,7 +95,7 @@ def main(argv: list[str]) -> int:
             if diff:
                 print(f"{name}:", *diff, sep="\n")
                 bad += 1
-        print(f"{bad} preset(s) differ")
+        print(f"{bad} of {len(names)} preset(s) differ")
         return 1 if bad else 0
     FIXTURE.parent.mkdir(parents=True, exist_ok=True)
     FIXTURE.write_text(to_text(snapshot()))

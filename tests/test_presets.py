@@ -64,7 +64,7 @@ def test_every_base_preset_is_used_and_is_not_runnable():
     used = {name for path in [*EXPERIMENT_DIR.glob("*.yaml"), *BASE_DIR.glob("*.yaml")]
             for name in included_presets(path)}
     assert [b for b in bases if f"base/{b}" not in used] == []
-    assert not set(bases) & set(NAMES)
+    assert sorted(set(bases) & set(NAMES)) == [], "a base preset must not share a runnable preset's name"
 
 
 def test_command_line_overrides_win_over_an_inherited_mini(compose_cfg):
