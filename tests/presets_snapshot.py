@@ -11,8 +11,8 @@ location do not leak in) and keys sorted. The output is deterministic: same conf
 from __future__ import annotations
 
 import json
-from fnmatch import fnmatch
 import sys
+from fnmatch import fnmatch
 from pathlib import Path
 
 from omegaconf import OmegaConf

@@ -46,6 +46,8 @@ def test_fixture_lists_every_preset(fixture_configs):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_preset_composes_as_recorded(name, fixture_configs):
+    if name not in fixture_configs:
+        pytest.fail(f"experiment={name} is new: record it with python tests/presets_snapshot.py")
     diff = differences(fixture_configs[name], composed_preset(name))
     assert not diff, (f"experiment={name} composes differently from tests/fixtures/presets_resolved.json "
                       "(first differing keys):\n" + "\n".join(diff))
