@@ -74,7 +74,8 @@ def main() -> int:
     lines = [f"# Spec §7 item 19: ablation directions on MNIST-5k (same seed, mean over {span})", "",
              "| diagnostic | regularised | FM baseline | spec rule | holds |", "|---|---|---|---|---|"]
     lines += [f"| {d} | {a:.4f} | {b:.4f} | {rule} | {'yes' if ok else 'NO'} |" for d, a, b, rule, ok in rows]
-    lines += ["", "Runs: " + ", ".join(f"{k}={v}" for k, v in vars(args).items() if v is not None and k not in ("out", "window"))]
+    runs = {k: v for k, v in vars(args).items() if v is not None and k not in ("out", "window")}
+    lines += ["", "Runs: " + ", ".join(f"{k}={v}" for k, v in runs.items())]
     text = "\n".join(lines) + "\n"
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "ablation_directions.md").write_text(text)

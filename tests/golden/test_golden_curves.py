@@ -14,7 +14,6 @@ import json
 import math
 
 import pytest
-
 from golden.make_golden import FAMILIES, golden_path, run_curves
 
 CHECK_FAMILY = "finetune_sst2"  # the cheapest run, and the one whose curve a 1 % lr change moves least
