@@ -132,7 +132,7 @@ def test_cegan_linear_probe_one_seed_one_epoch(tmp_path):
 
 def test_cegan_figures_from_a_2d_run(tmp_path):
     run_dir = train(tmp_path / "run", "cegan_gmm4_mini", "trainer.max_epochs=1", "trainer.limit_train_batches=3",
-                    "task.n_eval_generated=2000")
+                    "trainer.limit_val_batches=0", "test_after_fit=false")
     run(["experiments/cegan/figures.py", str(run_dir), "--out", str(tmp_path / "fig")])
     assert (tmp_path / "fig" / "energy_cegan_gmm4_mini_s0.png").is_file()
 
@@ -149,7 +149,8 @@ def test_ablation_directions_reads_a_bad_gan_run(tmp_path):
 
 
 def test_planetoid_baselines_on_the_synthetic_mini(tmp_path):
-    train(tmp_path / "run", "planetoid_t_cora_mini", "data.steps=1", f"paths.cache_dir={tmp_path / 'cache'}")
+    train(tmp_path / "run", "planetoid_t_cora_mini", "data.steps=1", "data.warmup_label_iters=0",
+          "data.warmup_graph_iters=0", "test_after_fit=false", f"paths.cache_dir={tmp_path / 'cache'}")
     folder = next((tmp_path / "cache").rglob("ind.synth.x")).parent
     out = run(["experiments/planetoid/baselines.py", "--path", str(folder), "--datasets", "synth", "--seeds", "1",
                "--graphemb-batches", "5"]).stdout
