@@ -301,11 +301,11 @@ def find_best_checkpoint(run_dir: str | Path) -> Path | None:
 
 
 def _best_from_state(ckpt: Path) -> Path | None:
-    import torch
+    from genlab import checkpoints
 
     try:
-        state = torch.load(ckpt, map_location="cpu", weights_only=False, mmap=True)
-    except Exception:
+        state = checkpoints.load(ckpt, mmap=True)
+    except CheckpointError:
         return None
     for key, value in state.get("callbacks", {}).items():
         if "ModelCheckpoint" in str(key) and isinstance(value, dict) and value.get("best_model_path"):
@@ -348,15 +348,16 @@ class Run:
 
     def load_task(self, checkpoint: str | Path | None = None, map_location: str = "cpu"):
         """Instantiate the task from the run's config and load the best (or the given) checkpoint, in eval mode."""
-        import torch
         from hydra.utils import instantiate
+
+        from genlab import checkpoints
 
         ckpt = Path(checkpoint) if checkpoint else self.best_checkpoint
         if ckpt is None or not ckpt.exists():
             raise CheckpointError(f"{self.dir}: no checkpoint found under checkpoints/; pass checkpoint=<path>")
         model = instantiate(self.config.model, **self.model_overrides())
         task = instantiate(self.config.task, model=model)
-        state = torch.load(ckpt, map_location=map_location, weights_only=False)
+        state = checkpoints.load(ckpt, map_location=map_location)
         try:
             task.load_state_dict(state["state_dict"])
         except RuntimeError as e:

@@ -20,6 +20,7 @@ import torch
 from torch import Tensor, nn
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
+from genlab import checkpoints
 from genlab.errors import CheckpointError, ConfigError, DataError
 from genlab.models.bad_gan import BadGAN, sample_noise
 from genlab.nn.gan_layers import data_dependent_init
@@ -37,12 +38,9 @@ def load_density_model(path: str, image_shape: list[int] | tuple[int, ...]) -> n
     """Frozen density model from a PixelCNN++ checkpoint written by ``genlab.tasks.pixelcnn``."""
     from genlab.models.pixelcnn_pp import PixelCNNPP
 
-    try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=False)
-    except (OSError, RuntimeError) as err:
-        raise CheckpointError(f"task.density_ckpt={path}: cannot load ({err}); train one with "
-                              "experiment=pixelcnn_<dataset> and pass its checkpoint.") from err
-    meta = ckpt.get("density_model") if isinstance(ckpt, dict) else None
+    ckpt = checkpoints.load(path, key="task.density_ckpt",
+                            fix="Train one with experiment=pixelcnn_<dataset> and pass its checkpoint.")
+    meta = ckpt.get("density_model")
     if meta is None:
         raise CheckpointError(f"task.density_ckpt={path} is not a PixelCNN++ checkpoint of genlab.tasks.pixelcnn.")
     if list(meta["image_shape"]) != list(image_shape):

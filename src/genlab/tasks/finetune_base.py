@@ -21,6 +21,7 @@ import pytorch_lightning as pl
 import torch
 from torch import nn
 
+from genlab import checkpoints
 from genlab.errors import CheckpointError, ConfigError
 from genlab.models.backbones import adapt
 from genlab.models.bert import BertForPretraining
@@ -35,17 +36,15 @@ def load_pretrained(model: nn.Module, init_from: str) -> dict[str, Any]:
         raise CheckpointError(f"task.init_from={init_from}: no such file or folder; give an HF XLNet/BERT folder or a "
                               "genlab .ckpt file, or null to start from scratch.")
     if path.suffix == ".ckpt":
-        ckpt = torch.load(path, map_location="cpu", weights_only=False)
-        state = {k[len("model."):]: v for k, v in ckpt.get("state_dict", {}).items() if k.startswith("model.")}
+        ckpt = checkpoints.load(path, key="task.init_from")
+        state = checkpoints.submodule_weights(ckpt)
         if not state:
             raise CheckpointError(f"task.init_from={init_from}: the checkpoint holds no model.* weights.")
         # data.tokenizer=<the .ckpt> stands for the run's own tokenizer (genlab.data.checkpoint_tokenizer)
-        identity = {"tokenizer_source": str(path), **ckpt.get("genlab", {}).get("data_identity", {})}
-        theirs, ours = identity.get("vocab_size"), _arch(model).get("vocab_size")
-        if theirs is not None and ours is not None and theirs != ours:
-            raise CheckpointError(f"task.init_from={init_from} has a vocabulary of {theirs} tokens but the data's "
-                                  f"tokenizer has {ours}; finetune on the checkpoint's own tokenizer: "
-                                  f"data.tokenizer={path}.")
+        identity = {"tokenizer_source": str(path), **checkpoints.data_identity(ckpt)}
+        ours = {k: v for k, v in _arch(model).items() if k == "vocab_size"}  # the data's, through model_overrides
+        checkpoints.check_data_identity(identity, ours, f"task.init_from={init_from}",
+                                        fix=f"finetune on the checkpoint's own tokenizer: data.tokenizer={path}")
         _load_strict_but_mlm_transform(model, state, init_from)
         return identity
     if isinstance(model, (XLNetLMHeadModel, XLNetModel)):
@@ -148,11 +147,10 @@ class FinetuneTask(pl.LightningModule):
         dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
         if dm is None or not hasattr(dm, "identity") or not self.pretrained_identity:
             return
-        saved, current = self.pretrained_identity.get("tokenizer"), dm.identity().get("tokenizer")
-        if saved is not None and saved != current:
-            fix = self.pretrained_identity.get("tokenizer_source", "the pretraining SentencePiece .model file")
-            raise CheckpointError(f"task.init_from was pretrained with tokenizer {saved} but the data uses {current}; "
-                                  f"set data.tokenizer={fix} (the checkpoint's own tokenizer).")
+        fix = self.pretrained_identity.get("tokenizer_source", "the pretraining SentencePiece .model file")
+        checkpoints.check_data_identity(self.pretrained_identity, dm.identity(), "task.init_from",
+                                        keys=checkpoints.VOCABULARY_KEYS,
+                                        fix=f"set data.tokenizer={fix} (the checkpoint's own tokenizer)")
 
     def predictions_dir(self) -> Path:
         """Where prediction files go: ``task.prediction_dir``, else ``<run dir>/predictions`` (the trainer's root,
