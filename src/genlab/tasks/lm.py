@@ -200,7 +200,8 @@ class LanguageModelTask(ParallelizeMixin, pl.LightningModule):
                 p.grad = None if g is None else g.to(device=p.device, dtype=p.dtype)
 
     def _accumulate(self) -> int:
-        return int(self.trainer.accumulate_grad_batches) if self.trainer is not None else 1
+        # _trainer: a task loaded outside a Trainer (genlab.runs.Run.load_task) has none, and .trainer raises then
+        return int(self._trainer.accumulate_grad_batches) if self._trainer is not None else 1
 
     def _world(self) -> int:
-        return self.trainer.world_size if self.trainer is not None else 1
+        return self._trainer.world_size if self._trainer is not None else 1
