@@ -24,7 +24,9 @@ from torch import Tensor, nn
 
 from genlab import checkpoints
 from genlab.errors import CheckpointError, ConfigError
+from genlab.tasks.data_interface import StreamData, datamodule_of
 from genlab.tasks.nt_asgd import NTASGD, nonmonotone_trigger
+from genlab.tasks.optim import TaskOptimization
 
 STAGES = ("train", "finetune")
 
@@ -62,7 +64,7 @@ def check_vocabulary(saved: dict[str, Any], current: dict[str, Any], where: str 
                                     fix="use the same data.dataset / data.options as the training stage")
 
 
-class AWDLanguageModelTask(pl.LightningModule):
+class AWDLanguageModelTask(TaskOptimization, pl.LightningModule):
     def __init__(
         self,
         model: nn.Module,
@@ -91,7 +93,7 @@ class AWDLanguageModelTask(pl.LightningModule):
         if metric not in ("ppl", "bpc"):
             raise ConfigError(f"task.metric must be 'ppl' or 'bpc', got {metric!r}.")
         self.automatic_optimization = False
-        self.model, self.optimizer_factory = model, optimizer
+        self.model, self.optimizer_factory, self.scheduler_factory = model, optimizer, None
         self.monitor, self.monitor_mode, self.metric = monitor, monitor_mode, metric
         self.small_batch_size, self.alpha, self.beta, self.clip = small_batch_size, alpha, beta, clip
         self.stage, self.init_checkpoint = stage, init_checkpoint
@@ -105,7 +107,7 @@ class AWDLanguageModelTask(pl.LightningModule):
 
     # -- setup: data identity, fine-tuning initialisation ----------------------------------------------------
     def setup(self, stage: str) -> None:
-        dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+        dm: StreamData | None = datamodule_of(self)
         if dm is not None and hasattr(dm, "identity") and getattr(dm, "corpus", None) is not None:
             self.data_identity = dm.identity()
         if stage == "fit" and self.stage == "finetune" and not self.nt_asgd.active:
@@ -189,7 +191,8 @@ class AWDLanguageModelTask(pl.LightningModule):
             stats = self.all_gather(stats).sum(0)
         loss = (stats[0] / stats[1]).item()
         self.log(f"{split}/loss", loss)
-        self.log(f"{split}/{self.metric}", math.exp(loss) if self.metric == "ppl" else loss / math.log(2), prog_bar=True)
+        value = math.exp(loss) if self.metric == "ppl" else loss / math.log(2)
+        self.log(f"{split}/{self.metric}", value, prog_bar=True)
         return loss
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
@@ -221,9 +224,9 @@ class AWDLanguageModelTask(pl.LightningModule):
             self.finetune_history.append(loss)
         self.log("train/asgd_switch_epoch", float(self.nt_asgd.switch_epoch or 0))
 
-    # -- optimiser -------------------------------------------------------------------------------------------
-    def configure_optimizers(self):
-        return self.optimizer_factory(self._params())  # SGD with weight_decay on all parameters (spec P8)
+    # -- optimiser (configure_optimizers: genlab.tasks.optim.TaskOptimization; clipped in training_step) --------
+    def optimizer_groups(self) -> list[nn.Parameter]:
+        return self._params()  # SGD with weight_decay on all parameters (spec P8)
 
     # -- checkpoints -----------------------------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict) -> None:

@@ -26,7 +26,9 @@ from genlab.errors import CheckpointError, ConfigError
 from genlab.models.backbones import adapt
 from genlab.models.bert import BertForPretraining
 from genlab.models.xlnet import XLNetLMHeadModel, XLNetModel
-from genlab.tasks.layerwise_lr import check_mode, param_groups, scale_layer_gradients
+from genlab.tasks.data_interface import IdentifiedData, datamodule_of
+from genlab.tasks.layerwise_lr import check_mode, layer_decay_groups
+from genlab.tasks.optim import TaskOptimization, configured_lr
 
 
 def load_pretrained(model: nn.Module, init_from: str) -> dict[str, Any]:
@@ -120,7 +122,7 @@ def _check_hf_architecture(model: nn.Module, path: Path, config_from_hf: Callabl
                               + ", ".join(diff) + ".")
 
 
-class FinetuneTask(pl.LightningModule):
+class FinetuneTask(TaskOptimization, pl.LightningModule):
     """Base class: backbone adapter + optimiser wiring; subclasses add a head and the objective."""
 
     def __init__(self, model: nn.Module, optimizer: Callable[..., torch.optim.Optimizer],
@@ -144,7 +146,7 @@ class FinetuneTask(pl.LightningModule):
 
     def check_tokenizer(self) -> None:
         """A pretrained checkpoint must be finetuned on text tokenised with its own tokenizer."""
-        dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+        dm: IdentifiedData | None = datamodule_of(self)
         if dm is None or not hasattr(dm, "identity") or not self.pretrained_identity:
             return
         fix = self.pretrained_identity.get("tokenizer_source", "the pretraining SentencePiece .model file")
@@ -159,17 +161,11 @@ class FinetuneTask(pl.LightningModule):
         out.mkdir(parents=True, exist_ok=True)
         return out
 
-    def configure_optimizers(self):
-        probe = self.optimizer_factory([torch.zeros(1, requires_grad=True)])  # read the configured lr
-        rate = self.layer_decay if self.layer_decay_mode == "lr_groups" else 1.0
-        groups = param_groups(self, probe.defaults["lr"], self.weight_decay, rate,
-                              n_layer=self.backbone.n_layer)
-        optimizer = self.optimizer_factory(groups)
-        if self.scheduler_factory is None:
-            return optimizer
-        return {"optimizer": optimizer, "lr_scheduler": self.scheduler_factory(optimizer)}
+    # -- optimisation (configure_optimizers: genlab.tasks.optim.TaskOptimization) ----------------------------
+    def layer_count(self) -> int:
+        return self.backbone.n_layer
 
-    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None):
-        self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
-        if self.layer_decay_mode == "grad_scale":  # official: scale after clipping
-            scale_layer_gradients(self.backbone, self.layer_decay, self.backbone.n_layer)
+    def optimizer_groups(self) -> list[dict[str, Any]]:
+        rate = self.layer_decay if self.layer_decay_mode == "lr_groups" else 1.0  # grad_scale: after clipping
+        return layer_decay_groups(self, configured_lr(self.optimizer_factory), self.weight_decay, rate,
+                                  n_layer=self.layer_count())

@@ -6,10 +6,11 @@ from functools import partial
 import pytorch_lightning as pl
 import torch
 
+from genlab.callbacks.gan_images import logp_histogram
 from genlab.data.image_datamodule import SSLImageDataModule
 from genlab.models.bad_gan import BadGAN, MLPDiscriminator, MLPGenerator
 from genlab.models.pixelcnn_pp import PixelCNNPP
-from genlab.tasks.bad_gan import BadGANTask, logp_histogram
+from genlab.tasks.bad_gan import BadGANTask
 
 
 class ImageSink(pl.loggers.CSVLogger):
