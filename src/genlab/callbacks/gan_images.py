@@ -4,7 +4,7 @@ generated vs real images with the low-density threshold (bad-GAN spec Table 3.2'
 The task evaluates and keeps what it drew in ``pl_module.eval_samples`` (``samples``: generated images; ``logp``:
 their log density, when it has a density model); :class:`GANSampleImages` turns that into images after each
 validation, sends them to the loggers that take images (W&B, TensorBoard) and, so CSV-only runs show them too,
-saves PNGs under ``<run dir>/images/`` when the Trainer has an explicit ``default_root_dir``.
+saves PNGs under ``<run dir>/images/`` when the Trainer has a ``default_root_dir`` (not the working directory).
 """
 
 from __future__ import annotations
@@ -89,9 +89,13 @@ def log_images(trainer: pl.Trainer, images: dict[str, Tensor], step: int) -> Non
                 logger.log_image(key=name, images=[img], step=step)
             elif hasattr(exp, "add_image"):
                 exp.add_image(name, img, step)
-        root = getattr(trainer, "_default_root_dir", None)  # None: no run dir given, never write into cwd
-        if root is not None:
-            save_png(img, Path(root) / "images" / f"{name}_step{step:07d}.png")
+        if _run_dir_given(trainer):
+            save_png(img, Path(trainer.default_root_dir) / "images" / f"{name}_step{step:07d}.png")
+
+
+def _run_dir_given(trainer: pl.Trainer) -> bool:
+    """Lightning falls back to the working directory when no ``default_root_dir`` is given; never write there."""
+    return Path(trainer.default_root_dir).resolve() != Path.cwd().resolve()
 
 
 class GANSampleImages(pl.Callback):
