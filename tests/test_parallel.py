@@ -25,6 +25,7 @@ from genlab.models.transformer_xl import TransformerXL
 from genlab.parallel import (
     BlockWrapPolicy,
     FSDP2Strategy,
+    ParallelizeMixin,
     accumulation_steps,
     check_precision,
     check_trainer_precision,
@@ -90,6 +91,7 @@ def worker(out: Path, world: int, rank: int, resume: str | None) -> None:
         resume = str(out / "ckpt" / "epoch=0.ckpt")
     result["resumed"] = fit(strategy(), world, data, ckpt_path=resume)
     result["xlnet"] = xlnet_losses(rank, world)
+    result["finetune"] = finetune_losses(rank, world)
     (out / f"rank{rank}.json").write_text(json.dumps(result))
 
 
@@ -133,6 +135,48 @@ def xlnet_losses(rank: int, world: int) -> list[float]:
     return xlnet_steps(model, rank, world)
 
 
+def make_finetune() -> torch.nn.Module:
+    """BERT sequence classification: the blocks live in the backbone, the task has a second part (the head)."""
+    from genlab.models.bert import BertForPretraining
+    from genlab.tasks.finetune_classification import SequenceClassificationTask
+
+    torch.manual_seed(0)
+    bert = BertForPretraining(VOCAB, n_layer=2, d_model=32, n_head=2, d_inner=64, max_position=16, dropout=0.0,
+                              dropatt=0.0)
+    return SequenceClassificationTask(bert, functools.partial(torch.optim.SGD, lr=0.5), None, n_labels=3,
+                                      summary_dropout=0.0).double()
+
+
+def finetune_steps(task: torch.nn.Module, rank: int, world: int, steps: int = 3) -> list[float]:
+    """SGD on this rank's rows of a fixed classification batch; global-mean losses."""
+    g = torch.Generator().manual_seed(13)
+    ids = torch.randint(0, VOCAB, (4, 8), generator=g).chunk(world)[rank]
+    labels = torch.randint(0, 3, (4,), generator=g).chunk(world)[rank]
+    batch = {"input_ids": ids, "token_type_ids": torch.zeros_like(ids), "attention_mask": torch.ones_like(ids)}
+    opt = torch.optim.SGD(task.parameters(), lr=0.5)
+    losses = []
+    for _ in range(steps):
+        loss = task.head.loss(task(batch), labels)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        value = loss.detach().clone()
+        if world > 1:
+            torch.distributed.all_reduce(value)
+        losses.append(float(value) / world)
+    return losses
+
+
+def finetune_losses(rank: int, world: int) -> list[float]:
+    """The shared hook's call, parallelize(task, mesh): backbone blocks and both parts of the task sharded."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    task = make_finetune()
+    parallelize(task, init_device_mesh("cpu", (world,)), activation_checkpointing=True)
+    assert is_sharded(task.backbone) and is_sharded(task.head)
+    return finetune_steps(task, rank, world)
+
+
 def launch(out: Path, world: int, resume: str | None = None) -> list[dict]:
     out.mkdir(parents=True, exist_ok=True)
     run_ranks(__file__, ["worker", str(out), str(world), "{rank}"] + ([resume] if resume else []), world)
@@ -151,7 +195,9 @@ def runs(tmp_path_factory):
     one = launch(root / "one", 1, resume=str(root / "two" / "ckpt" / "epoch=0.ckpt"))
     single = fit("auto", 1, batches(0, 1))
     xlnet = xlnet_steps(make_xlnet(), 0, 1)
-    return {"two": two, "one": one, "single": single, "xlnet": xlnet, "ckpt": root / "two" / "ckpt" / "epoch=0.ckpt"}
+    finetune = finetune_steps(make_finetune(), 0, 1)
+    return {"two": two, "one": one, "single": single, "xlnet": xlnet, "finetune": finetune,
+            "ckpt": root / "two" / "ckpt" / "epoch=0.ckpt"}
 
 
 @pytest.mark.distributed
@@ -167,6 +213,14 @@ def test_fsdp2_xlnet_two_processes_follow_the_single_process_loss_trajectory(run
     fsdp = runs["two"][0]["xlnet"]
     assert fsdp == runs["two"][1]["xlnet"] and fsdp[0] != fsdp[-1]
     torch.testing.assert_close(torch.tensor(fsdp), torch.tensor(runs["xlnet"]), rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.distributed
+def test_fsdp2_finetuning_task_two_processes_follow_the_single_process_loss_trajectory(runs):
+    """Backbone and head are sharded as separate roots, so the head's gradients are reduced too."""
+    fsdp = runs["two"][0]["finetune"]
+    assert fsdp == runs["two"][1]["finetune"] and fsdp[0] != fsdp[-1]
+    torch.testing.assert_close(torch.tensor(fsdp), torch.tensor(runs["finetune"]), rtol=1e-6, atol=1e-8)
 
 
 @pytest.mark.distributed
@@ -269,6 +323,53 @@ def test_xlnet_blocks_are_found_and_checkpointing_keeps_outputs_and_gradients():
     mapping = torch.eye(6, dtype=torch.float64)[None, :2].expand(2, -1, -1)
     for model in (ref, ckpt):
         model(ids, perm_mask=perm, target_mapping=mapping).logits.square().mean().backward()
+    for (name, p), q in zip(ref.named_parameters(), ckpt.parameters()):
+        torch.testing.assert_close(q.grad, p.grad, msg=name)
+
+
+def test_every_transformer_task_uses_the_one_parallelize_hook():
+    from genlab.tasks.finetune_base import FinetuneTask
+    from genlab.tasks.pretrain import DAETask, MaskedLMTask, PermutationLMTask
+
+    for task in (LanguageModelTask, PermutationLMTask, DAETask, MaskedLMTask, FinetuneTask):
+        assert task.configure_model is ParallelizeMixin.configure_model, task.__name__
+
+
+@pytest.mark.parametrize("kind", ["bert_finetune", "xlnet_finetune", "bert_mlm"])
+def test_tasks_checkpoint_every_block_and_keep_outputs_gradients_and_keys(kind):
+    """parallelize(task): the blocks of the task's model (BERT declares BertLayer) are found through the task and
+    activation-checkpointed; keys, outputs and gradients stay those of the plain task."""
+    from genlab.models.bert import BertForPretraining
+    from genlab.models.xlnet import XLNetLMHeadModel
+    from genlab.tasks.finetune_classification import SequenceClassificationTask
+    from genlab.tasks.pretrain import MaskedLMTask
+
+    def build():
+        torch.manual_seed(0)
+        if kind == "xlnet_finetune":
+            model = XLNetLMHeadModel(VOCAB, n_layer=2, d_model=32, n_head=2, d_head=16, d_inner=64, dropout=0.0,
+                                     dropatt=0.0)
+        else:
+            model = BertForPretraining(VOCAB, n_layer=2, d_model=32, n_head=2, d_inner=64, max_position=16,
+                                       dropout=0.0, dropatt=0.0)
+        sgd = functools.partial(torch.optim.SGD, lr=0.1)
+        if kind == "bert_mlm":
+            return MaskedLMTask(model, sgd, nsp_weight=1.0).double()
+        return SequenceClassificationTask(model, sgd, None, n_labels=3, summary_dropout=0.0).double()
+
+    g = torch.Generator().manual_seed(3)
+    ids = torch.randint(5, VOCAB, (2, 8), generator=g)
+    batch = {"input_ids": ids, "token_type_ids": torch.zeros_like(ids), "attention_mask": torch.ones_like(ids),
+             "labels": torch.where(torch.rand(2, 8, generator=g) < 0.3, ids, -100), "nsp_label": torch.tensor([0, 1])}
+    batch["labels"][:, 0] = ids[:, 0]  # at least one MLM position
+    ref, ckpt = build(), build()
+    keys = set(ref.state_dict())
+    parallelize(ckpt, None, activation_checkpointing=True)
+    assert set(ckpt.state_dict()) == keys
+    assert len([m for m in ckpt.modules() if isinstance(m, CheckpointWrapper)]) == 2
+    for task in (ref, ckpt):
+        loss = task._objective(batch, train=True)[0] if kind == "bert_mlm" else task(batch).square().mean()
+        loss.backward()
     for (name, p), q in zip(ref.named_parameters(), ckpt.parameters()):
         torch.testing.assert_close(q.grad, p.grad, msg=name)
 

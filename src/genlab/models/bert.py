@@ -124,6 +124,8 @@ class BertPooler(nn.Module):
 class BertModel(nn.Module):
     """Embeddings + encoder (+ the pooler, applied by the caller): the network pretraining and finetuning share."""
 
+    block_classes = (BertLayer,)  # what genlab.parallel shards / checkpoints / compiles one by one
+
     def __init__(self, vocab_size: int, n_layer: int, d_model: int, n_head: int, d_inner: int, max_position: int,
                  type_vocab_size: int, dropout: float, dropatt: float, eps: float):
         super().__init__()

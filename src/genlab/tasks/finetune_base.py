@@ -26,6 +26,7 @@ from genlab.errors import CheckpointError, ConfigError
 from genlab.models.backbones import adapt
 from genlab.models.bert import BertForPretraining
 from genlab.models.xlnet import XLNetLMHeadModel, XLNetModel
+from genlab.parallel import ParallelizeMixin
 from genlab.tasks.data_interface import IdentifiedData, datamodule_of
 from genlab.tasks.layerwise_lr import check_mode, layer_decay_groups
 from genlab.tasks.optim import TaskOptimization, configured_lr
@@ -122,8 +123,9 @@ def _check_hf_architecture(model: nn.Module, path: Path, config_from_hf: Callabl
                               + ", ".join(diff) + ".")
 
 
-class FinetuneTask(TaskOptimization, pl.LightningModule):
-    """Base class: backbone adapter + optimiser wiring; subclasses add a head and the objective."""
+class FinetuneTask(TaskOptimization, ParallelizeMixin, pl.LightningModule):
+    """Base class: backbone adapter + optimiser wiring; subclasses add a head and the objective. Sharded (FSDP2),
+    checkpointed and compiled per backbone block by ``genlab.parallel`` like the pretraining tasks."""
 
     def __init__(self, model: nn.Module, optimizer: Callable[..., torch.optim.Optimizer],
                  scheduler: Callable[..., dict] | None, monitor: str, monitor_mode: str, weight_decay: float,
