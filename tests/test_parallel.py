@@ -91,7 +91,7 @@ def worker(out: Path, world: int, rank: int, resume: str | None) -> None:
         resume = str(out / "ckpt" / "epoch=0.ckpt")
     result["resumed"] = fit(strategy(), world, data, ckpt_path=resume)
     result["xlnet"] = xlnet_losses(rank, world)
-    result["finetune"] = finetune_losses(rank, world)
+    result["tasks"] = sharded_task_losses(rank, world)
     (out / f"rank{rank}.json").write_text(json.dumps(result))
 
 
@@ -135,28 +135,61 @@ def xlnet_losses(rank: int, world: int) -> list[float]:
     return xlnet_steps(model, rank, world)
 
 
-def make_finetune() -> torch.nn.Module:
-    """BERT sequence classification: the blocks live in the backbone, the task has a second part (the head)."""
+TASK_KINDS = ("bert_finetune", "bert_mlm", "xlnet_dae", "xlnet_plm_nsp")
+
+
+def make_task_of(kind: str) -> torch.nn.Module:
+    """Tasks whose model is not the only part holding parameters (finetuning head, NSP head) or that call their
+    model through other entry points than forward (encode/summary, mlm_logits, hidden_states/lm_logits)."""
     from genlab.models.bert import BertForPretraining
+    from genlab.models.xlnet import XLNetLMHeadModel
     from genlab.tasks.finetune_classification import SequenceClassificationTask
+    from genlab.tasks.pretrain import DAETask, MaskedLMTask, PermutationLMTask
 
     torch.manual_seed(0)
-    bert = BertForPretraining(VOCAB, n_layer=2, d_model=32, n_head=2, d_inner=64, max_position=16, dropout=0.0,
-                              dropatt=0.0)
-    return SequenceClassificationTask(bert, functools.partial(torch.optim.SGD, lr=0.5), None, n_labels=3,
-                                      summary_dropout=0.0).double()
+    sgd = functools.partial(torch.optim.SGD, lr=0.5)
+    if kind.startswith("bert"):
+        bert = BertForPretraining(VOCAB, n_layer=2, d_model=32, n_head=2, d_inner=64, max_position=16, dropout=0.0,
+                                  dropatt=0.0)
+        if kind == "bert_mlm":
+            return MaskedLMTask(bert, sgd, nsp_weight=1.0).double()
+        return SequenceClassificationTask(bert, sgd, None, n_labels=3, summary_dropout=0.0).double()
+    xlnet = XLNetLMHeadModel(VOCAB, n_layer=2, d_model=32, n_head=2, d_head=16, d_inner=64, dropout=0.0, dropatt=0.0)
+    if kind == "xlnet_dae":
+        return DAETask(xlnet, sgd, reuse_len=None, mem_init="none").double()
+    task = PermutationLMTask(xlnet, sgd, reuse_len=None, mem_init="none", nsp_weight=1.0).double()
+    task.nsp_head.dropout.p = 0.0  # deterministic, so 1 process and 2 shards see the same function
+    return task
 
 
-def finetune_steps(task: torch.nn.Module, rank: int, world: int, steps: int = 3) -> list[float]:
-    """SGD on this rank's rows of a fixed classification batch; global-mean losses."""
+def task_batch(kind: str, rank: int, world: int) -> dict:
+    """This rank's rows of a fixed batch with every key the objectives of TASK_KINDS read."""
     g = torch.Generator().manual_seed(13)
-    ids = torch.randint(0, VOCAB, (4, 8), generator=g).chunk(world)[rank]
-    labels = torch.randint(0, 3, (4,), generator=g).chunk(world)[rank]
-    batch = {"input_ids": ids, "token_type_ids": torch.zeros_like(ids), "attention_mask": torch.ones_like(ids)}
+    B, T, P = 4, 8, 2
+    ids = torch.randint(5, VOCAB, (B, T), generator=g)
+    mapping = torch.eye(T, dtype=torch.float64)[None, -P:].expand(B, -1, -1)
+    perm = torch.zeros(B, T, T, dtype=torch.float64)
+    perm[:, :, -P:] = 1.0  # the targets hidden from every position
+    batch = {"input_ids": ids, "token_type_ids": torch.zeros_like(ids), "attention_mask": torch.ones_like(ids),
+             "labels": torch.randint(0, 3, (B,), generator=g), "nsp_label": torch.randint(0, 2, (B,), generator=g),
+             "perm_mask": perm, "target_mapping": mapping, "target": ids[:, -P:],
+             "target_mask": torch.ones(B, P, dtype=torch.float64), "segment": 0}
+    if kind in ("bert_mlm", "xlnet_dae"):
+        batch["labels"] = torch.full_like(ids, -100)
+        batch["labels"][:, -P:] = ids[:, -P:]  # the corrupted positions: the same two per row
+    return {k: v.chunk(world)[rank] if torch.is_tensor(v) else v for k, v in batch.items()}
+
+
+def task_steps(kind: str, task: torch.nn.Module, rank: int, world: int, steps: int = 3) -> list[float]:
+    """SGD on this rank's rows; global-mean losses."""
+    batch = task_batch(kind, rank, world)
     opt = torch.optim.SGD(task.parameters(), lr=0.5)
     losses = []
     for _ in range(steps):
-        loss = task.head.loss(task(batch), labels)
+        if kind == "bert_finetune":
+            loss = task.head.loss(task(batch), batch["labels"])
+        else:
+            loss = task._objective(batch, train=True)[0]
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -167,14 +200,18 @@ def finetune_steps(task: torch.nn.Module, rank: int, world: int, steps: int = 3)
     return losses
 
 
-def finetune_losses(rank: int, world: int) -> list[float]:
-    """The shared hook's call, parallelize(task, mesh): backbone blocks and both parts of the task sharded."""
+def sharded_task_losses(rank: int, world: int) -> dict[str, list[float]]:
+    """The shared hook's call, parallelize(task, mesh): the model's blocks and every part of the task sharded."""
     from torch.distributed.device_mesh import init_device_mesh
 
-    task = make_finetune()
-    parallelize(task, init_device_mesh("cpu", (world,)), activation_checkpointing=True)
-    assert is_sharded(task.backbone) and is_sharded(task.head)
-    return finetune_steps(task, rank, world)
+    losses = {}
+    for kind in TASK_KINDS:
+        task = make_task_of(kind)
+        parallelize(task, init_device_mesh("cpu", (world,)), activation_checkpointing=True)
+        parts = [m for m in task.children() if any(True for _ in m.parameters())]
+        assert all(is_sharded(m) for m in parts) and len(parts) == (1 if kind in ("bert_mlm", "xlnet_dae") else 2)
+        losses[kind] = task_steps(kind, task, rank, world)
+    return losses
 
 
 def launch(out: Path, world: int, resume: str | None = None) -> list[dict]:
@@ -195,8 +232,8 @@ def runs(tmp_path_factory):
     one = launch(root / "one", 1, resume=str(root / "two" / "ckpt" / "epoch=0.ckpt"))
     single = fit("auto", 1, batches(0, 1))
     xlnet = xlnet_steps(make_xlnet(), 0, 1)
-    finetune = finetune_steps(make_finetune(), 0, 1)
-    return {"two": two, "one": one, "single": single, "xlnet": xlnet, "finetune": finetune,
+    tasks = {kind: task_steps(kind, make_task_of(kind), 0, 1) for kind in TASK_KINDS}
+    return {"two": two, "one": one, "single": single, "xlnet": xlnet, "tasks": tasks,
             "ckpt": root / "two" / "ckpt" / "epoch=0.ckpt"}
 
 
@@ -216,11 +253,13 @@ def test_fsdp2_xlnet_two_processes_follow_the_single_process_loss_trajectory(run
 
 
 @pytest.mark.distributed
-def test_fsdp2_finetuning_task_two_processes_follow_the_single_process_loss_trajectory(runs):
-    """Backbone and head are sharded as separate roots, so the head's gradients are reduced too."""
-    fsdp = runs["two"][0]["finetune"]
-    assert fsdp == runs["two"][1]["finetune"] and fsdp[0] != fsdp[-1]
-    torch.testing.assert_close(torch.tensor(fsdp), torch.tensor(runs["finetune"]), rtol=1e-6, atol=1e-8)
+@pytest.mark.parametrize("kind", TASK_KINDS)
+def test_fsdp2_tasks_with_heads_and_entry_points_follow_the_single_process_loss_trajectory(runs, kind):
+    """Each part holding parameters is a root (so a head's gradients are reduced too) and the model's entry points
+    besides forward gather its shards: finetuning, BERT MLM + NSP, DAE, PLM + NSP."""
+    fsdp = runs["two"][0]["tasks"][kind]
+    assert fsdp == runs["two"][1]["tasks"][kind] and fsdp[0] != fsdp[-1]
+    torch.testing.assert_close(torch.tensor(fsdp), torch.tensor(runs["tasks"][kind]), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.distributed

@@ -4,7 +4,8 @@
 ``torch.compile``, (3) FSDP2 ``fully_shard`` with a mixed-precision policy and optional CPU offload, and finally
 shards the root (embeddings, output layer, shared parameters). Models declare their blocks with a class
 attribute ``block_classes`` (or a ``blocks()`` method returning the block modules): Transformer-XL, XLNet and
-BERT do.
+BERT do. Methods other than ``forward`` that tasks call on a root (``encode``, ``mlm_logits`` ...) are declared in
+a class attribute ``forward_methods``, so the sharded parameters are gathered around them too.
 
 Lightning drives it: ``FSDP2Strategy`` is Lightning's ``ModelParallelStrategy`` with pure data-parallel sharding
 over every process by default and the options below; ``ParallelizeMixin`` gives a LightningModule the
@@ -182,7 +183,13 @@ def parallelize(
     checkpointing and compilation only).
     """
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
-    from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
+    from torch.distributed.fsdp import (
+        CPUOffloadPolicy,
+        MixedPrecisionPolicy,
+        OffloadPolicy,
+        fully_shard,
+        register_fsdp_forward_method,
+    )
 
     blocks = find_blocks(model)
     wrapped = []
@@ -204,6 +211,10 @@ def parallelize(
         fully_shard(block, mesh=mesh, mp_policy=mp, offload_policy=offload, reshard_after_forward=reshard)
     for root in _parts(model) if isinstance(model, pl.LightningModule) else [model]:
         fully_shard(root, mesh=mesh, mp_policy=mp, offload_policy=offload, reshard_after_forward=reshard_after_forward)
+        # FSDP2 gathers a root's parameters around forward only; a model's other entry points (a backbone's
+        # encode/summary, BERT's mlm_logits ...) are declared in forward_methods and gathered around as well
+        for name in getattr(type(root), "forward_methods", ()):
+            register_fsdp_forward_method(root, name)
     return model
 
 

@@ -41,6 +41,7 @@ class XLNetBackbone(nn.Module):
     """Content stream of an XLNet (no memory, no permutation); the LM head of a pretraining model is dropped."""
 
     cls_position = "last"
+    forward_methods = ("encode", "summary")  # entry points besides forward (genlab.parallel gathers around them)
 
     def __init__(self, model: XLNetModel | XLNetLMHeadModel, summary_dropout: float = 0.1, init_std: float = 0.02):
         super().__init__()
@@ -70,6 +71,7 @@ class BertBackbone(nn.Module):
     """BERT's own network (``BertModel``: embeddings, encoder, pretrained pooler); the MLM/NSP heads are dropped."""
 
     cls_position = "first"
+    forward_methods = ("encode", "summary")  # entry points besides forward (genlab.parallel gathers around them)
 
     def __init__(self, model: BertForPretraining, summary_dropout: float = 0.1):
         super().__init__()

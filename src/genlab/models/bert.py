@@ -186,6 +186,8 @@ class BertForPretraining(nn.Module):
     ``mlm_transform=False`` drops the MLM head's dense + GELU + LayerNorm (not in the paper): the 2 x 64 RACE mini
     reads the article only when pretrained without it (experiments/xlnet_race/README.md)."""
 
+    forward_methods = ("mlm_logits", "nsp_logits")  # entry points besides forward (genlab.parallel)
+
     def __init__(
         self,
         vocab_size: int,

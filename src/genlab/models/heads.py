@@ -95,6 +95,8 @@ class SpanBeams:
 class SpanHead(nn.Module):
     """XLNet SQuAD head (spec §5.4): start logits, end logits conditioned on a start, answer-class logit."""
 
+    forward_methods = ("beam",)  # the evaluation entry point besides forward (genlab.parallel)
+
     def __init__(self, d_model: int, layer_norm_eps: float = 1e-12, dropout: float = 0.1, init_std: float = 0.02):
         super().__init__()
         self.start_logits = nn.Module()

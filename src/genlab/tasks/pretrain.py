@@ -160,11 +160,11 @@ class DAETask(_MemoryMixin, _PretrainTask):
     def _objective(self, batch: dict, train: bool) -> tuple[torch.Tensor, float]:
         ids = batch["input_ids"]
         memory = self._memory(batch, train)
-        out = self.model.transformer(ids, batch["token_type_ids"], None, batch["perm_mask"], None, memory,
-                                     self.reuse_len)
+        out = self.model.hidden_states(ids, batch["token_type_ids"], None, batch["perm_mask"], None, memory,
+                                       self.reuse_len)
         self._keep(batch, train, out.memory)
         sel = batch["labels"] != -100
-        logits = self.model.lm_loss(out.output[sel])  # only the selected positions go through the softmax
+        logits = self.model.lm_logits(out.output[sel])  # only the selected positions go through the softmax
         return F.cross_entropy(logits.float(), batch["labels"][sel]), float(sel.sum())
 
 
