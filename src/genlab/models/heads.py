@@ -1,5 +1,6 @@
-"""Finetuning heads on top of a backbone (genlab.models.backbones): classification/regression, multiple choice,
-and the XLNet span-extraction head with start/end beam search and the answer-class head (spec xlnet.md §5.3-§5.5).
+"""Heads on top of a backbone (genlab.models.backbones): XLNet's sequence summary, classification/regression,
+multiple choice, and the XLNet span-extraction head with start/end beam search and the answer-class head (spec
+xlnet.md §5.1, §5.3-§5.5).
 
 Heads are initialised Normal(0, 0.02) with zero biases (spec §5.1). Submodule names follow the Hugging Face XLNet
 heads (``start_logits.dense``, ``end_logits.dense_0`` ...), so published finetuned heads map 1:1.
@@ -22,6 +23,23 @@ def _init(module: nn.Module, std: float) -> None:
             nn.init.normal_(m.weight, std=std)
             if m.bias is not None:
                 nn.init.zeros_(m.bias)
+
+
+class SequenceSummary(nn.Module):
+    """XLNet's sequence summary (spec §5.1, ``summary_type=last, use_summ_proj``): ``dropout(tanh(W h_T + b))`` on the
+    final content state of ``<cls>`` (the last position); with ``n_out``, projected to ``n_out`` logits
+    (``logits_proj``, e.g. the next-sentence head of XLNet pretraining)."""
+
+    def __init__(self, d_model: int, n_out: int | None = None, dropout: float = 0.1, init_std: float = 0.02):
+        super().__init__()
+        self.summary = nn.Linear(d_model, d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.logits_proj = nn.Linear(d_model, n_out) if n_out else None
+        _init(self, init_std)
+
+    def forward(self, hidden: Tensor) -> Tensor:
+        pooled = self.dropout(torch.tanh(self.summary(hidden[:, -1])))
+        return pooled if self.logits_proj is None else self.logits_proj(pooled)
 
 
 class ClassificationHead(nn.Module):
@@ -76,6 +94,8 @@ class SpanBeams:
 
 class SpanHead(nn.Module):
     """XLNet SQuAD head (spec §5.4): start logits, end logits conditioned on a start, answer-class logit."""
+
+    forward_methods = ("beam",)  # the evaluation entry point besides forward (genlab.parallel)
 
     def __init__(self, d_model: int, layer_norm_eps: float = 1e-12, dropout: float = 0.1, init_std: float = 0.02):
         super().__init__()

@@ -306,7 +306,10 @@ class XLNetModel(nn.Module):
 
 
 class XLNetLMHeadModel(nn.Module):
-    """XLNet backbone + tied softmax ``logits = dropout(g or h) Eᵀ + b`` (spec §2.9)."""
+    """XLNet backbone + tied softmax ``logits = dropout(g or h) Eᵀ + b`` (spec §2.9). ``hidden_states`` and
+    ``lm_logits`` split the two, for objectives that score only some positions (the DAE baseline)."""
+
+    forward_methods = ("hidden_states", "lm_logits")  # entry points besides forward (genlab.parallel)
 
     def __init__(
         self,
@@ -352,10 +355,17 @@ class XLNetLMHeadModel(nn.Module):
         reuse_len: int | None = None,
         inp_q: Tensor | None = None,
     ) -> XLNetOutput:
-        out = self.transformer(input_ids, token_type_ids, input_mask, perm_mask, target_mapping, memory, reuse_len,
-                               inp_q)
-        out.logits = self.lm_loss(out.output)
+        out = self.hidden_states(input_ids, token_type_ids, input_mask, perm_mask, target_mapping, memory, reuse_len,
+                                 inp_q)
+        out.logits = self.lm_logits(out.output)
         return out
+
+    def hidden_states(self, *args, **kwargs) -> XLNetOutput:
+        """The backbone's outputs without the softmax (arguments as :meth:`forward`)."""
+        return self.transformer(*args, **kwargs)
+
+    def lm_logits(self, hidden: Tensor) -> Tensor:
+        return self.lm_loss(hidden)
 
 
 def plm_loss(logits: Tensor, target: Tensor, target_weight: Tensor) -> Tensor:
