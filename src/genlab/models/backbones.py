@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
+import torch
 from torch import Tensor, nn
 
 from genlab.errors import ConfigError
