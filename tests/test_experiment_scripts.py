@@ -24,6 +24,7 @@ TINY_RUNS = {
     "experiments/cegan/figures.py": "test_cegan_figures_from_a_2d_run",
     "experiments/cegan/linear_probe.py": "test_cegan_linear_probe_one_seed_one_epoch",
     "experiments/mos_rank/rank.py": "test_mos_rank_of_a_trained_run",
+    "experiments/perf/cpu_bf16.py": "test_cpu_bf16_benchmark_runs_tiny",
     "experiments/mos_rank/synthetic_demo.py": "test_mos_synthetic_demo_small",
     "experiments/planetoid/baselines.py": "test_planetoid_baselines_on_the_synthetic_mini",
     "experiments/xlnet_race/baselines.py": "test_race_baselines_on_the_mini",
@@ -165,3 +166,11 @@ def test_race_baselines_on_the_mini():
 def test_squad_baselines_on_the_minis():
     out = run(["experiments/xlnet_squad/baselines.py"]).stdout
     assert "SQuAD 2.0 mini dev: 992 questions, 330 unanswerable" in out and "string match EM 100.0" in out
+
+
+def test_cpu_bf16_benchmark_runs_tiny():
+    """A smoke run only (tiny dims, one step): the benchmark's timings are not tests."""
+    out = run(["experiments/perf/cpu_bf16.py", "--tiny", "--steps", "1", "--warmup", "0", "--n-layer", "1",
+               "--cases", "txl_wt103", "xlnet_base"]).stdout
+    assert out.count("bf16/fp32 speed ratio:") == 2 and "bf16 GEMM rate" in out and "loss difference" in out
+    assert "ours/HF in bf16 autocast:" in out

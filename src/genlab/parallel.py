@@ -27,6 +27,8 @@ from torch import nn
 from genlab.errors import ConfigError
 
 PRECISIONS = ("64-true", "32-true", "32", "bf16-mixed", "16-mixed", "bf16-true", "16-true")
+# Lightning's short spellings (``precision=bf16``, ``16``, ``64``) and what it turns them into.
+PRECISION_ALIASES = {"64": "64-true", "32": "32-true", "16": "16-mixed", "bf16": "bf16-mixed"}
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 
@@ -101,11 +103,20 @@ def check_strategy_device(strategy: Any, accelerator: str = "auto") -> None:
         )
 
 
-def check_precision(precision: str, device: torch.device) -> None:
-    """Refuse, with the fix, a ``trainer.precision`` the device cannot run."""
+def normalize_precision(precision: Any) -> str:
+    """``trainer.precision`` as Lightning reads it: ``bf16`` -> ``bf16-mixed``, ``16`` -> ``16-mixed``, ``32`` ->
+    ``32-true``, ``64`` -> ``64-true`` (the int and string spellings alike); other values unchanged."""
     precision = str(precision)
+    return PRECISION_ALIASES.get(precision, precision)
+
+
+def check_precision(precision: str, device: torch.device) -> None:
+    """Refuse, with the fix, a ``trainer.precision`` the device cannot run. bf16 runs on every CPU (autocast to
+    bfloat16 with fp32 islands: softmax, masks, position tables, losses); fp16 has no CPU autocast."""
+    precision = normalize_precision(precision)
     if precision not in PRECISIONS:
-        raise ConfigError(f"trainer.precision={precision} is unknown; use one of {', '.join(PRECISIONS)}")
+        raise ConfigError(f"trainer.precision={precision} is unknown; use one of {', '.join(PRECISIONS)} "
+                          f"(or Lightning's short {', '.join(PRECISION_ALIASES)})")
     half = precision.startswith("16")
     bf16 = precision.startswith("bf16")
     if device.type == "cuda":
@@ -141,6 +152,7 @@ def _dtype(name: str | None) -> torch.dtype | None:
 def mixed_precision_dtypes(precision: str) -> tuple[torch.dtype | None, torch.dtype | None]:
     """(param_dtype, reduce_dtype) FSDP2 uses for ``trainer.precision``: low-precision compute for ``*-mixed``
     with fp32 gradient reduction; nothing to cast for ``*-true`` (the weights already have that dtype)."""
+    precision = normalize_precision(precision)
     if precision == "bf16-mixed":
         return torch.bfloat16, torch.float32
     if precision == "16-mixed":

@@ -79,8 +79,14 @@ class MultipleChoiceHead(nn.Module):
 
 def masked_log_softmax(logits: Tensor, p_mask: Tensor, dim: int = -1) -> Tensor:
     """Official masking ``x·(1−p) − 1e30·p`` then log-softmax (p = 1 marks positions that cannot be answers)."""
+    logits = _at_least_fp32(logits)
     p = p_mask.to(logits.dtype)
     return F.log_softmax(logits * (1 - p) - NEG * p, dim=dim)
+
+
+def _at_least_fp32(x: Tensor) -> Tensor:
+    """Masks and (log-)softmax in fp32 under bf16 autocast (CPU autocast keeps softmax in bf16); fp64 stays."""
+    return x.to(torch.promote_types(x.dtype, torch.float32))
 
 
 @dataclass
@@ -114,7 +120,7 @@ class SpanHead(nn.Module):
     # --- pieces -------------------------------------------------------------------------------------------------
     def start_log_probs(self, hidden: Tensor, p_mask: Tensor) -> tuple[Tensor, Tensor]:
         """Returns (masked start logits, start log-probs), both [B, T]."""
-        s = self.start_logits.dense(hidden).squeeze(-1)
+        s = _at_least_fp32(self.start_logits.dense(hidden).squeeze(-1))
         p = p_mask.to(s.dtype)
         masked = s * (1 - p) - NEG * p
         return masked, F.log_softmax(masked, dim=-1)
@@ -128,8 +134,8 @@ class SpanHead(nn.Module):
 
     def answer_logit(self, hidden: Tensor, masked_start: Tensor, cls_index: Tensor) -> Tensor:
         """Answer class from the softmax-weighted start feature and h at ``cls_index`` (official, train and test)."""
-        weights = torch.softmax(masked_start, dim=-1)
-        start_feature = torch.einsum("bt,btd->bd", weights, hidden)
+        weights = torch.softmax(masked_start, dim=-1)  # in fp32 (start_log_probs upcasts masked_start)
+        start_feature = torch.einsum("bt,btd->bd", weights.to(hidden.dtype), hidden)
         cls_feature = hidden[torch.arange(hidden.shape[0], device=hidden.device), cls_index]
         x = torch.tanh(self.answer_class.dense_0(torch.cat([start_feature, cls_feature], dim=-1)))
         return self.answer_class.dense_1(self.dropout(x)).squeeze(-1)
