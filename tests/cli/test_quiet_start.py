@@ -97,3 +97,11 @@ def test_misspelt_preset_names_the_closest_in_a_short_error(tmp_path):
     assert len(lines) <= 3, lines
     assert "did you mean txl_mini" in result.stderr
     assert not (tmp_path / "outputs").exists()
+
+
+def test_sweep_without_the_extra_names_the_install_command(tmp_path):
+    probe = ("import sys\nfrom hydra_plugins.genlab_sweeper.resumable_optuna import ResumableOptunaSweeper\n"
+             "try:\n    ResumableOptunaSweeper()\nexcept Exception as err:\n    print(type(err).__name__, err)\n")
+    result = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=_env(tmp_path), capture_output=True,
+                            text=True, timeout=300)
+    assert "ConfigError" in result.stdout and "pip install -e '.[sweep]'" in result.stdout
