@@ -27,7 +27,7 @@ sys.meta_path.insert(0, _Block())
 # genlab's own console lines (README "What a run prints"):
 GENLAB_LOG = re.compile(r"^\[\d{4}-\d\d-\d\d [\d:,]+\]\[genlab(\.[\w.]+)?\]\[(INFO|WARNING)\] ")  # logger "genlab"
 BAR = re.compile(r"^(Training|Steps|Validation|Validation DataLoader \d+|Testing|Testing DataLoader \d+):")
-SUMMARY_HEAD = re.compile(r"^\w+ finished$")  # "<name> finished", then "key = value" lines
+SUMMARY_HEAD = re.compile(r"^(\w+ finished|evaluated \S+ \(.*\))$")  # train's / eval's title, then "key = value"
 SUMMARY_LINE = re.compile(r"^\s*[\w/. -]+ = \S|^ {19}\S")  # "key = value", or a file the run wrote
 
 TINY = ["model.n_layer=1", "model.d_model=32", "model.n_head=2", "model.d_head=16", "model.d_inner=64",

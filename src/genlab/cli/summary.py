@@ -85,10 +85,11 @@ def format_summary(title: str, metrics: Mapping[str, float], out: Path, best: st
 
 
 def print_summary(title: str, metrics: Mapping[str, float], out: str | Path, best: str | None = None,
-                  prefixes: tuple[str, ...] = ("valid/", "test/")) -> str:
-    """Plot the curves, print the summary and keep it as ``summary.txt`` in the run dir."""
+                  prefixes: tuple[str, ...] = ("valid/", "test/"), plot: bool = True) -> str:
+    """Plot the curves (``plot``), print the summary and keep it as ``summary.txt`` in the run dir."""
     out = Path(out)
-    plot_curves(out)
+    if plot:
+        plot_curves(out)
     text = format_summary(title, metrics, out, best, prefixes)
     (out / SUMMARY_FILE).write_text(text + "\n")
     print("\n" + text, flush=True)
