@@ -29,7 +29,7 @@ def _train(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
 DDP = ["strategy=ddp_spawn", "trainer.devices=2", "trainer.accelerator=cpu"]
 # Files a trial directory may hold; a second writer (a worker acting as rank 0) would add e.g. a second CSV version.
 TRIAL_FILES = {".hydra", "checkpoints", "config.yaml", "csv", "curves.png", "metrics.json", "overrides.yaml",
-               "run.json", "train.log"}
+               "run.json", "summary.txt", "train.log"}
 
 
 def _check_ddp_trials(sweep: Path, n: int) -> list[dict]:
