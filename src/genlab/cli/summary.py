@@ -45,7 +45,7 @@ def _checkpoints(folder: Path, best: str | None) -> str:
     names = sorted(p.name for p in folder.iterdir())
     if not names:
         return "(none saved)"
-    shown = [f"best {Path(best).name}"] if best and Path(best).name in names else []
+    shown = [f"{Path(best).name} (best)"] if best and Path(best).name in names else []
     shown += [n for n in names if not (best and n == Path(best).name)]
     return ", ".join(shown)
 
