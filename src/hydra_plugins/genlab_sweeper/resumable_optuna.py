@@ -17,6 +17,9 @@ SWEEP_EXTRA_MODULES = ("hydra_plugins.hydra_optuna_sweeper", "optuna")
 
 try:
     from hydra_plugins.genlab_sweeper._resumable_optuna import ResumableOptunaSweeper
+
+    # Hydra finds a plugin by the module its class says it is in: the public one, which the configs name.
+    ResumableOptunaSweeper.__module__ = __name__
 except ModuleNotFoundError as err:
     if not (err.name or "").startswith(SWEEP_EXTRA_MODULES):
         raise
