@@ -34,6 +34,9 @@ class FlatWandbLogger(WandbLogger):
 
     def __init__(self, *args: Any, config_file: str | Path | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # Lightning always passes `anonymous` (None when unset); W&B warns on every run that it is deprecated.
+        if self._wandb_init.get("anonymous") is None:
+            self._wandb_init.pop("anonymous", None)
         self._config_file = Path(config_file) if config_file else None
         self._config_synced = False
 

@@ -9,7 +9,7 @@ from typing import Any, Mapping
 
 import pytorch_lightning as pl
 from hydra.utils import get_class, instantiate
-from pytorch_lightning.callbacks import LearningRateMonitor, ProgressBar
+from pytorch_lightning.callbacks import LearningRateMonitor, ModelSummary, ProgressBar
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from genlab.errors import CheckpointError, ConfigError
@@ -55,6 +55,10 @@ def build_callbacks(cfg: DictConfig) -> list[pl.Callback]:
         callbacks = [cb for cb in callbacks if not isinstance(cb, ProgressBar)]
     if not cfg.get("logger"):
         callbacks = [cb for cb in callbacks if not isinstance(cb, LearningRateMonitor)]
+    # Lightning's own default is Rich's table, printed to the console whenever rich is installed; the plain one
+    # goes to Lightning's logger (quiet unless GENLAB_VERBOSE=1): genlab logs a one-line model summary itself.
+    if cfg.trainer.get("enable_model_summary", True) and not any(isinstance(cb, ModelSummary) for cb in callbacks):
+        callbacks.append(ModelSummary())
     return callbacks
 
 

@@ -6,7 +6,11 @@ vocabulary/tokenizer is the one the model was trained with, and evaluates the re
 
 from __future__ import annotations
 
+import logging
 import math
+import time
+import warnings
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -15,15 +19,19 @@ from omegaconf import DictConfig, OmegaConf
 from genlab import checkpoints
 from genlab.cli import build
 from genlab.cli.errors import guarded
+from genlab.cli.summary import print_summary
 from genlab.cli.validate import validate_config
 from genlab.errors import ConfigError
+from genlab.runs import write_json
+
+log = logging.getLogger("genlab")
 
 # Evaluation overrides that belong to the data (segment length, streams); all others set model attributes.
 # Where the data lives: a new `data=` of the run's own kind keeps the run's values unless set on the command line.
 DATA_LOCATION_KEYS = ("source", "path", "tokenizer", "cache_dir")
 DATA_KEYS = {"tgt_len": "eval_tgt_len", "batch_size": "eval_batch_size", "ext_len": "eval_ext_len"}
 EVAL_SCALARS: dict[str, Any] = {"name": str, "seed": int, "ckpt_path": str, "splits": list, "eval": dict,
-                                "mode": str, "dynamic": dict}
+                                "mode": str, "dynamic": dict, "callbacks": dict}
 
 
 def load_run_config(ckpt_path: str) -> dict[str, Any]:
@@ -58,6 +66,7 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     if hasattr(datamodule, "identity"):
         checkpoints.check_data_identity(record["data_identity"], datamodule.identity(), cfg.ckpt_path)
     task = build.build_task(run, datamodule)
+    log.info("evaluating %s on %s (%s evaluation)", cfg.ckpt_path, ", ".join(cfg.splits), cfg.get("mode", "standard"))
     if cfg.get("mode", "standard") == "dynamic":
         results = dynamic_evaluation(cfg, task, datamodule)
     elif cfg.get("mode", "standard") == "standard":
@@ -65,9 +74,13 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     else:
         raise ConfigError(f"mode={cfg.mode}: use mode=standard or mode=dynamic.")
     settings = ", ".join(f"{k}={v}" for k, v in overrides.items()) or "training settings"
-    print(f"\nevaluated {cfg.ckpt_path} ({cfg.get('mode', 'standard')}, {settings})")
-    for key, value in sorted(results.items()):
-        print(f"{key:>16s} = {value:.4f}")
+    mode = cfg.get("mode", "standard")
+    out = Path(cfg.paths.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "metrics.json", {"status": "finished", "ckpt_path": str(cfg.ckpt_path), "mode": mode,
+                                      "settings": {k: v for k, v in overrides.items()}, "splits": list(cfg.splits),
+                                      "metrics": {k: v if math.isfinite(v) else None for k, v in results.items()}})
+    print_summary(f"evaluated {cfg.ckpt_path} ({mode}, {settings})", results, out)
     return results
 
 
@@ -93,6 +106,9 @@ def _command_line_overrides() -> list[str]:
 def standard_evaluation(cfg: DictConfig, task, datamodule) -> dict[str, float]:
     trainer = build.build_trainer(cfg, build.build_callbacks(cfg), build.build_loggers(cfg))
     results: dict[str, float] = {}
+    # Lightning asks for the training callbacks whose state the checkpoint holds (RNG, ModelCheckpoint); an
+    # evaluation restores only the weights and needs none of them.
+    warnings.filterwarnings("ignore", message=r"Be aware that when using `ckpt_path`, callbacks")
     for split in cfg.splits:
         if split == "valid":
             out = trainer.validate(task, datamodule=datamodule, ckpt_path=cfg.ckpt_path, verbose=False)
@@ -120,12 +136,18 @@ def dynamic_evaluation(cfg: DictConfig, task, datamodule) -> dict[str, float]:
         task.load_state_dict(checkpoint["state_dict"])
     dyn = cfg.dynamic
     tokens = lambda split: torch.as_tensor(datamodule.corpus.splits[split].astype("int64"))  # noqa: E731
+    started = time.monotonic()
+    log.info("dynamic evaluation: gradient statistics on train (%d tokens, batch %d)", len(tokens("train")),
+             dyn.stat_batch_size)
     stats = gradient_statistics(model, tokens("train"), dyn.stat_batch_size, dyn.bptt, ms=dyn.ms)
     results: dict[str, float] = {}
     for split in cfg.splits:
+        log.info("dynamic evaluation: adapting while scoring %s (%d tokens, batch 1), %.0fs so far", split,
+                 len(tokens(split)), time.monotonic() - started)
         nll, _ = dynamic_evaluate(model, tokens(split), stats, dyn.lr, dyn.lamb, dyn.epsilon, dyn.bptt)
         results[f"{split}/loss"] = nll
         results[f"{split}/ppl"] = math.exp(nll)
+        log.info("dynamic evaluation: %s/ppl = %.4f", split, results[f"{split}/ppl"])
     return results
 
 

@@ -12,6 +12,8 @@ from omegaconf import DictConfig
 from genlab.callbacks.run_record import RunRecord
 from genlab.cli import build
 from genlab.cli.errors import guarded
+from genlab.cli.memory import check_memory
+from genlab.cli.summary import print_summary
 from genlab.cli.validate import validate_config
 from genlab.errors import ConfigError
 from genlab.runs import keep_tokenizer, write_final_metrics, write_run_metadata
@@ -29,6 +31,7 @@ def train(cfg: DictConfig) -> float:
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule = build.build_data(cfg.data)
     task = build.build_task(cfg, datamodule)
+    check_memory(cfg, task)  # stop before training a run the machine cannot hold
     identity = datamodule.identity() if hasattr(datamodule, "identity") else {}
     callbacks = build.build_callbacks(cfg) + [RunRecord(build.config_to_dict(cfg), identity)]
     trainer = build.build_trainer(cfg, callbacks, build.build_loggers(cfg))
@@ -69,11 +72,7 @@ def _has_test(datamodule: pl.LightningDataModule) -> bool:
 
 
 def _summary(cfg: DictConfig, metrics: dict[str, float], out: Path, best: str) -> None:
-    shown = {k: v for k, v in sorted(metrics.items()) if k.startswith(("valid/", "test/"))}
-    lines = [f"{k:>16s} = {v:.4f}" for k, v in shown.items()]
-    lines.append(f"{'checkpoint':>16s} = {best or '(none saved)'}")
-    lines.append(f"{'run dir':>16s} = {out}  (config, metrics.json, csv/ logs)")
-    print(f"\n{cfg.name} finished\n" + "\n".join(lines), flush=True)
+    print_summary(f"{cfg.name} finished", metrics, out, best)
 
 
 def main(cfg: DictConfig) -> float:

@@ -35,11 +35,17 @@ FORMAT_HELP = (
 
 
 # ------------------------------------------------------------------------------------------------ corpus files
+# A preset's _mini twin shrinks model, batch and corpus together; `data=pretrain_mini` alone keeps the full preset's
+# model and batch (8192 sequences for xlnet_base), which no laptop holds.
+OFFLINE_HINT = ("or try the preset's offline twin, experiment=<preset>_mini, e.g. "
+                "python train.py experiment=xlnet_base_mini.")
+
+
 def find_shards(root: Path, pattern: str, what: str) -> list[Path]:
     files = sorted(Path(p) for p in globlib.glob(str(root / pattern), recursive=True) if Path(p).is_file())
     if not files:
         raise DataError(f"{what}: no file under {root} matches '{pattern}'. {FORMAT_HELP} "
-                        "Fix data.path= / the glob, or try the offline stand-in with data=pretrain_mini.")
+                        f"Fix data.path= / the glob, {OFFLINE_HINT}")
     if all(f.stat().st_size == 0 for f in files):
         raise DataError(f"{what}: every file matching {root / pattern} is empty. {FORMAT_HELP}")
     return files
@@ -51,13 +57,12 @@ def corpus_root(path: str | None, experiment_hint: str = "") -> Path:
         raise DataError(
             f"data.path is not set: this preset {experiment_hint}pretrains on your own corpus. {FORMAT_HELP} "
             "Point at it with data.path=/your/corpus (shards in train/ and valid/ by default; change with "
-            "data.train_glob= and data.valid_glob=), "
-            "or try the offline stand-in with data=pretrain_mini."
+            f"data.train_glob= and data.valid_glob=), {OFFLINE_HINT}"
         )
     root = Path(path).expanduser()
     if not root.is_dir():
         raise DataError(f"data.path={path} is not a directory. {FORMAT_HELP} "
-                        "Fix data.path=, or try the offline stand-in with data=pretrain_mini.")
+                        f"Fix data.path=, {OFFLINE_HINT}")
     return root
 
 
