@@ -13,6 +13,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from genlab import checkpoints
+from genlab.callbacks.wandb import join_training_group, log_summary
 from genlab.cli import build
 from genlab.cli.errors import guarded
 from genlab.cli.validate import validate_config
@@ -58,6 +59,7 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     if hasattr(datamodule, "identity"):
         checkpoints.check_data_identity(record["data_identity"], datamodule.identity(), cfg.ckpt_path)
     task = build.build_task(run, datamodule)
+    join_training_group(cfg, cfg.ckpt_path)  # logger=wandb: the evaluation shows up in its training run's group
     if cfg.get("mode", "standard") == "dynamic":
         results = dynamic_evaluation(cfg, task, datamodule)
     elif cfg.get("mode", "standard") == "standard":
@@ -68,6 +70,7 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     print(f"\nevaluated {cfg.ckpt_path} ({cfg.get('mode', 'standard')}, {settings})")
     for key, value in sorted(results.items()):
         print(f"{key:>16s} = {value:.4f}")
+    log_summary(results)
     return results
 
 

@@ -39,6 +39,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--summary", action="store_true", help="only write multirun_summary.json/md in each path")
     p.add_argument("--wandb-group", help="read runs of this W&B group instead of directories (needs login)")
     p.add_argument("--wandb-project", default="genlab", help="W&B project (entity/project) for --wandb-group")
+    p.add_argument("--wandb", action="store_true",
+                   help="also log the table (wandb.Table) and its plot into the runs' W&B group (offline unless\n"
+                        "logged in; the group is --wandb-group, else the one the training runs logged into)")
     return p.parse_args(argv)
 
 
@@ -125,6 +128,15 @@ def _run(args: argparse.Namespace) -> int:
             f.write(text)
     if not args.no_plot:
         plot_table(table, out / f"{args.name}.png", with_ref)
+    if args.wandb:
+        from genlab.report.wandb_log import log_table, sweep_group
+
+        group = args.wandb_group or sweep_group(runs)
+        plot = None if args.no_plot else out / f"{args.name}.png"
+        # The W&B run folder goes beside the runs (the sweep), not into experiments/<table>/.
+        folder = log_table(table, args.name, group, args.wandb_project, Path(args.paths[0]) if args.paths else out,
+                           plot, md)
+        print(f"logged {args.name} to W&B group {group} ({folder})")
     print(md)
     print(f"wrote {', '.join(str(out / n) for n in files)}" + ("" if args.no_plot else f", {out / args.name}.png"))
     return 0
