@@ -85,3 +85,14 @@ def test_eval_joins_its_checkpoints_training_group(sweep, monkeypatch):
     csv_only = OmegaConf.create({"logger": {"csv": {"save_dir": "x"}}})
     join_training_group(csv_only, str(ckpt))
     assert "wandb" not in csv_only.logger
+
+
+def test_an_evaluation_record_reports_into_its_training_group(sweep, tmp_path):
+    """eval.py's run folder (genlab.report.best_of.record_evaluation) names its training run; a report over an
+    evaluation sweep logs into the training sweep's group, not the evaluation sweep's."""
+    d = tmp_path / "eval_multirun" / "0"
+    d.mkdir(parents=True)
+    hydra = {"mode": "RunMode.MULTIRUN", "sweep_dir": str(tmp_path / "eval_multirun")}
+    (d / "run.json").write_text(json.dumps({"experiment": "txl_mini", "job": "eval", "hydra": hydra,
+                                            "training_dir": str(sweep / "1")}))
+    assert training_group(d) == f"txl_mini-{SWEEP}"

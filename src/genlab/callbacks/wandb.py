@@ -173,6 +173,8 @@ def training_group(run_dir: str | Path) -> str | None:
     """The W&B group genlab's logger gave the training run in ``run_dir`` (``<name>``, or ``<name>-<sweep dir>``
     for a multirun trial), read back from its config.yaml and run.json; None when the folder is no run."""
     info = read_json(Path(run_dir) / RUN_FILE)
+    if info.get("job") == "eval" and info.get("training_dir"):  # an eval.py record logs into its training group
+        return training_group(info["training_dir"])
     config = Path(run_dir) / CONFIG_FILE
     name = OmegaConf.select(OmegaConf.load(config), "name", default=None) if config.exists() else None
     name = name or info.get("experiment")

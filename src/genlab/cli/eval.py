@@ -13,11 +13,12 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from genlab import checkpoints
-from genlab.callbacks.wandb import join_training_group, log_summary
+from genlab.callbacks.wandb import join_training_group, log_summary, run_dir_of_checkpoint
 from genlab.cli import build
 from genlab.cli.errors import guarded
 from genlab.cli.validate import validate_config
 from genlab.errors import ConfigError
+from genlab.report.best_of import record_evaluation
 
 # Evaluation overrides that belong to the data (segment length, streams); all others set model attributes.
 # Where the data lives: a new `data=` of the run's own kind keeps the run's values unless set on the command line.
@@ -71,6 +72,7 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     for key, value in sorted(results.items()):
         print(f"{key:>16s} = {value:.4f}")
     log_summary(results)
+    record_evaluation(cfg, record["config"], results, run_dir_of_checkpoint(cfg.ckpt_path))  # for genlab-report
     return results
 
 
