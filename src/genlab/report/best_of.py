@@ -85,7 +85,10 @@ def record_evaluation(cfg: DictConfig, run_config: Mapping[str, Any], results: M
             "training_dir": str(training_dir) if training_dir else None}
     if HydraConfig.initialized():
         hc = HydraConfig.get()
-        info["hydra"] = {"mode": str(hc.mode), "job_num": hc.job.num, "sweep_dir": str(hc.sweep.dir)}
+        mode = str(OmegaConf.select(hc, "mode", default=None))
+        info["hydra"] = {"mode": mode}
+        if mode.endswith("MULTIRUN"):  # job.num and sweep.dir exist (and resolve) only then
+            info["hydra"].update(job_num=hc.job.num, sweep_dir=str(hc.sweep.dir))
     write_json(out / RUN_FILE, info)
     finite = {k: float(v) for k, v in results.items() if math.isfinite(float(v))}
     write_json(out / METRICS_FILE, {"status": "finished", "metrics": finite, "monitor": None})
