@@ -27,6 +27,7 @@ TINY_RUNS = {
     "experiments/perf/cpu_bf16.py": "test_cpu_bf16_benchmark_runs_tiny",
     "experiments/mos_rank/synthetic_demo.py": "test_mos_synthetic_demo_small",
     "experiments/planetoid/baselines.py": "test_planetoid_baselines_on_the_synthetic_mini",
+    "experiments/transformer_xl/recl.py": "test_txl_recl_of_a_few_step_run",
     "experiments/xlnet_race/baselines.py": "test_race_baselines_on_the_mini",
     "experiments/xlnet_squad/baselines.py": "test_squad_baselines_on_the_minis",
 }
@@ -121,6 +122,19 @@ def test_mos_rank_of_a_trained_run(tmp_path):
     result = json.loads(out.strip().splitlines()[-1])
     assert Path(result["checkpoint"]).name.startswith("best") and result["contexts"] == 80
     assert 0 < result["rank"] <= 80 and result["softmax_bound_d_plus_2"] == result["emsize"] + 2
+
+
+def test_txl_recl_of_a_few_step_run(tmp_path):
+    run_dir = train(tmp_path / "txl", "txl_mini", "trainer.max_steps=3", "trainer.val_check_interval=3",
+                    "trainer.limit_val_batches=1", "trainer.limit_test_batches=1", "model.n_layer=2",
+                    "model.d_model=32", "model.d_head=8", "model.d_inner=64")
+    out = run(["experiments/transformer_xl/recl.py", "--model", f"txl={run_dir}", "--model", f"capped={run_dir}:12",
+               "--split", "valid", "--tokens", "30", "--c0", "8", "--delta", "8", "--c-max", "24",
+               "--out", str(tmp_path / "recl.json")]).stdout
+    result = json.loads((tmp_path / "recl.json").read_text())
+    assert result["contexts"] == [8, 16, 24] and result["tokens"] == 30 and "| capped |" in out
+    assert set(result["recl"]) == {"txl", "capped"} and result["recl"]["capped"]["0.1"] <= 12
+    assert all(v in (8, 16, 24) for v in result["recl"]["txl"].values())
 
 
 def test_cegan_linear_probe_one_seed_one_epoch(tmp_path):

@@ -17,11 +17,13 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from genlab import checkpoints
+from genlab.callbacks.wandb import join_training_group, log_summary, run_dir_of_checkpoint
 from genlab.cli import build
 from genlab.cli.errors import guarded
 from genlab.cli.summary import print_summary
 from genlab.cli.validate import validate_config
 from genlab.errors import ConfigError
+from genlab.report.best_of import record_evaluation
 from genlab.runs import write_json
 
 log = logging.getLogger("genlab")
@@ -67,6 +69,7 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
         checkpoints.check_data_identity(record["data_identity"], datamodule.identity(), cfg.ckpt_path)
     task = build.build_task(run, datamodule)
     log.info("evaluating %s on %s (%s evaluation)", cfg.ckpt_path, ", ".join(cfg.splits), cfg.get("mode", "standard"))
+    join_training_group(cfg, cfg.ckpt_path)  # logger=wandb: the evaluation shows up in its training run's group
     if cfg.get("mode", "standard") == "dynamic":
         results = dynamic_evaluation(cfg, task, datamodule)
     elif cfg.get("mode", "standard") == "standard":
@@ -75,11 +78,13 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
         raise ConfigError(f"mode={cfg.mode}: use mode=standard or mode=dynamic.")
     settings = ", ".join(f"{k}={v}" for k, v in overrides.items()) or "training settings"
     mode = cfg.get("mode", "standard")
-    out = Path(cfg.paths.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    write_json(out / "metrics.json", {"status": "finished", "ckpt_path": str(cfg.ckpt_path), "mode": mode,
-                                      "settings": {k: v for k, v in overrides.items()}, "splits": list(cfg.splits),
-                                      "metrics": {k: v if math.isfinite(v) else None for k, v in results.items()}})
+    log_summary(results)
+    # config.yaml + run.json + metrics.json make the folder a run genlab-report collects; metrics.json gains the
+    # evaluation's own settings
+    out = record_evaluation(cfg, record["config"], results, run_dir_of_checkpoint(cfg.ckpt_path))
+    write_json(out / "metrics.json", {"status": "finished", "monitor": None, "ckpt_path": str(cfg.ckpt_path),
+                                      "mode": mode, "settings": dict(overrides.items()), "splits": list(cfg.splits),
+                                      "metrics": {k: v for k, v in results.items() if math.isfinite(v)}})
     print_summary(f"evaluated {cfg.ckpt_path} ({mode}, {settings})", results, out)
     return results
 
