@@ -10,7 +10,6 @@ import logging
 import math
 import time
 import warnings
-from pathlib import Path
 from typing import Any
 
 import torch
