@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import logging
 import math
+import os
+import sys
 from pathlib import Path
 
 import pytorch_lightning as pl
 from omegaconf import DictConfig
 
+from genlab.callbacks.interrupt import TrainingInterrupted
 from genlab.callbacks.run_record import RunRecord
-from genlab.cli import build
+from genlab.cli import build, run_dir
 from genlab.cli.errors import guarded
 from genlab.cli.validate import validate_config
 from genlab.errors import ConfigError
@@ -26,6 +29,12 @@ def output_dir(cfg: DictConfig) -> Path:
 def train(cfg: DictConfig) -> float:
     validate_config(cfg)
     out = output_dir(cfg)
+    _check_devices(cfg)
+    if build_rank_zero():
+        run_dir.check_writable(out)
+        run_dir.acquire_lock(out)
+        for tmp in run_dir.remove_partial_writes(out):
+            log.warning("removed %s, left by a write that a kill interrupted", tmp)
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule = build.build_data(cfg.data)
     task = build.build_task(cfg, datamodule)
@@ -36,6 +45,8 @@ def train(cfg: DictConfig) -> float:
         write_run_metadata(cfg, out)
         keep_tokenizer(datamodule, out)
     ckpt = build.resolve_checkpoint(cfg.get("ckpt_path"), out)
+    if ckpt is not None and Path(ckpt).is_file():
+        check_resume_checkpoint(ckpt, cfg, task)
 
     _fit(cfg, trainer, task, datamodule, ckpt)
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
@@ -50,10 +61,67 @@ def train(cfg: DictConfig) -> float:
     return metrics.get(task.monitor, math.nan)
 
 
+def check_resume_checkpoint(path: str, cfg: DictConfig, task: pl.LightningModule) -> None:
+    """``ckpt_path`` is a whole training checkpoint of this model: a truncated file, a weights-only file or another
+    preset's checkpoint is one message naming the file and the preset that wrote it, not a torch traceback."""
+    from genlab import checkpoints
+
+    fix = "pass a checkpoints/*.ckpt file written by train.py for this experiment"
+    ckpt = checkpoints.load(path, key="ckpt_path", fix=f"{fix}; a half-written file is never renamed into place, so "
+                            "last.ckpt of the same run dir is whole.", mmap=True)
+    writer = checkpoints.record(ckpt).get("config") or {}
+    by = f" (written by experiment={writer.get('name')})" if writer.get("name") else ""
+    if "state_dict" not in ckpt or "optimizer_states" not in ckpt:
+        raise checkpoints.CheckpointError(f"ckpt_path={path}{by} holds no training state (weights only, or not a "
+                                          f"Lightning checkpoint): it cannot be resumed; {fix}.")
+    expected = {k: tuple(v.shape) for k, v in task.state_dict().items()}
+    saved = {k: tuple(v.shape) for k, v in ckpt["state_dict"].items() if hasattr(v, "shape")}
+    missing, unexpected = sorted(set(expected) - set(saved)), sorted(set(saved) - set(expected))
+    resized = sorted(k for k in set(expected) & set(saved) if expected[k] != saved[k])
+    if missing or unexpected or resized:
+        detail = (f"{len(missing)} weights missing (e.g. {missing[:2]})" if missing else
+                  f"{len(unexpected)} unexpected weights (e.g. {unexpected[:2]})" if unexpected else
+                  f"{resized[0]} has shape {saved[resized[0]]}, this model {expected[resized[0]]}")
+        raise checkpoints.CheckpointError(f"ckpt_path={path}{by} does not fit the model of experiment={cfg.name}: "
+                                          f"{detail}; resume with the experiment and model overrides that wrote it, "
+                                          f"or {fix}.")
+
+
+def build_rank_zero() -> bool:
+    """The launching process (Lightning's DDP children and torchrun ranks > 0 leave the run dir to rank 0)."""
+    from genlab.runs import global_rank
+
+    return global_rank() == 0
+
+
+def _check_devices(cfg: DictConfig) -> None:
+    devices, accelerator = cfg.trainer.get("devices"), str(cfg.trainer.get("accelerator"))
+    cpus = os.cpu_count() or 1
+    if accelerator == "cpu" or (accelerator == "auto" and not _has_gpu()):
+        if isinstance(devices, int) and devices > cpus:
+            log.warning("trainer.devices=%d processes on a CPU machine with %d cores: oversubscribed, each process "
+                        "gets less than a core and training is slower than with trainer.devices=%d", devices, cpus,
+                        cpus)
+
+
+def _has_gpu() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
 def _fit(cfg: DictConfig, trainer: pl.Trainer, task: pl.LightningModule, datamodule: pl.LightningDataModule,
          ckpt: str | None) -> None:
     try:
         trainer.fit(task, datamodule=datamodule, ckpt_path=ckpt)
+    except OSError as err:
+        disk = run_dir.disk_error(err)
+        if disk is None:
+            raise
+        raise run_dir.RunDirError(f"writing into {output_dir(cfg)} failed ({disk.strerror or disk}); the "
+                                  "checkpoints written before are intact (each is written to a temporary file "
+                                  "and renamed). Free the disk or fix its permissions, then resume with "
+                                  "ckpt_path=last.") from err
     except ValueError as err:  # Lightning checks the interval against the epoch only once the data loader exists
         if "val_check_interval" not in str(err):
             raise
@@ -80,4 +148,19 @@ def main(cfg: DictConfig) -> float:
     def record_failure(err: BaseException) -> None:
         write_final_metrics(output_dir(cfg), {}, status="failed", error=f"{type(err).__name__}: {err}")
 
-    return guarded(lambda: train(cfg), record_failure)
+    def run() -> float:
+        try:
+            return train(cfg)
+        except TrainingInterrupted as stop:
+            write_final_metrics(output_dir(cfg), {}, status="interrupted", error=str(stop))
+            print(f"interrupted: {stop}", file=sys.stderr, flush=True)
+            sys.exit(128 + stop.signum)
+        except RuntimeError as err:  # torch.save's writer reports a full disk as a RuntimeError
+            disk = run_dir.disk_error(err)
+            if disk is None:
+                raise
+            raise run_dir.RunDirError(f"writing into {output_dir(cfg)} failed ({disk.strerror or disk}); the "
+                                      "checkpoints written before are intact. Free the disk, then resume with "
+                                      "ckpt_path=last.") from err
+
+    return guarded(run, record_failure)
