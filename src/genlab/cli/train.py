@@ -46,7 +46,10 @@ def train(cfg: DictConfig) -> float:
         keep_tokenizer(datamodule, out)
     ckpt = build.resolve_checkpoint(cfg.get("ckpt_path"), out)
     if ckpt is not None and Path(ckpt).is_file():
-        check_resume_checkpoint(ckpt, cfg, task)
+        logged_step = check_resume_checkpoint(ckpt, cfg, task)
+        for logger in trainer.loggers:
+            if hasattr(logger, "resumed_at"):  # genlab's CSV logger: history appended, not replaced
+                logger.resumed_at(logged_step)
 
     _fit(cfg, trainer, task, datamodule, ckpt)
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
@@ -61,9 +64,10 @@ def train(cfg: DictConfig) -> float:
     return metrics.get(task.monitor, math.nan)
 
 
-def check_resume_checkpoint(path: str, cfg: DictConfig, task: pl.LightningModule) -> None:
+def check_resume_checkpoint(path: str, cfg: DictConfig, task: pl.LightningModule) -> int:
     """``ckpt_path`` is a whole training checkpoint of this model: a truncated file, a weights-only file or another
-    preset's checkpoint is one message naming the file and the preset that wrote it, not a torch traceback."""
+    preset's checkpoint is one message naming the file and the preset that wrote it, not a torch traceback.
+    Returns the logging step the checkpoint was written at."""
     from genlab import checkpoints
 
     fix = "pass a checkpoints/*.ckpt file written by train.py for this experiment"
@@ -85,6 +89,9 @@ def check_resume_checkpoint(path: str, cfg: DictConfig, task: pl.LightningModule
         raise checkpoints.CheckpointError(f"ckpt_path={path}{by} does not fit the model of experiment={cfg.name}: "
                                           f"{detail}; resume with the experiment and model overrides that wrote it, "
                                           f"or {fix}.")
+    loops = ckpt.get("loops") or {}
+    epoch_loop = (loops.get("fit_loop") or {}).get("epoch_loop.state_dict") or {}
+    return int(epoch_loop.get("_batches_that_stepped", ckpt.get("global_step", 0)))  # the logging step
 
 
 def build_rank_zero() -> bool:
