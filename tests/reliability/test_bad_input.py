@@ -45,8 +45,15 @@ def test_misspelt_key_suggests_the_right_one(tmp_path):
 def test_unwritable_run_dir_is_refused_before_training(tmp_path):
     blocker = tmp_path / "a_file"
     blocker.write_text("")
-    result = train(blocker / "run", *QUICK, "trainer.devices=4096", "trainer.accelerator=cpu")
-    _user_error(result, "not writable", "hydra.run.dir")
+    _user_error(train(blocker / "run", *QUICK), "cannot be created", "choose another hydra.run.dir")
+
+
+def test_unwritable_checkpoint_dir_is_refused_before_training(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "checkpoints").write_text("")  # checkpoints/ cannot be created
+    result = train(run, *QUICK, "trainer.devices=4096", "trainer.accelerator=cpu")
+    _user_error(result, "is not writable", "paths.output_dir")
     assert "oversubscribed" in result.stderr + result.stdout  # trainer.devices > CPU count warns first
 
 

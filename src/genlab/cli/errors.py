@@ -56,6 +56,10 @@ def find_user_error(err: BaseException | None) -> UserError | None:
 def run_hydra_main(main: Callable[[], Any]) -> None:
     """Call a ``@hydra.main`` function; Hydra's own composition errors (unknown override key, missing group
     option) are user errors too, so they exit 2 like ours (Hydra has printed the message naming the key)."""
+    blocked = unwritable_run_dir(sys.argv[1:])
+    if blocked:  # Hydra would fail creating it, with a traceback
+        print(f"error: {blocked}", file=sys.stderr)
+        sys.exit(USER_ERROR_EXIT)
     try:
         main()
     except SystemExit as exit_:
@@ -65,6 +69,27 @@ def run_hydra_main(main: Callable[[], Any]) -> None:
                 print(f"error: {hint}", file=sys.stderr)
             sys.exit(USER_ERROR_EXIT)
         raise
+
+
+def unwritable_run_dir(argv: list[str]) -> str | None:
+    """The problem with a run dir given on the command line (``hydra.run.dir=`` / ``paths.log_dir=``) that cannot
+    be created or written, found before Hydra tries to create it; None when it looks fine or is not given."""
+    import os
+    from pathlib import Path
+
+    for arg in argv:
+        key, _, value = arg.lstrip("+").partition("=")
+        if key not in ("hydra.run.dir", "paths.log_dir", "hydra.sweep.dir") or not value or "${" in value:
+            continue
+        path = Path(value).expanduser().absolute()
+        existing = next((p for p in (path, *path.parents) if p.exists()), None)
+        if existing is None:
+            continue
+        if not existing.is_dir():
+            return (f"{key}={value} cannot be created: {existing} is a file, not a folder; choose another {key}.")
+        if not os.access(existing, os.W_OK | os.X_OK):
+            return f"{key}={value} is not writable ({existing} is read-only for this user); choose another {key}."
+    return None
 
 
 def misspelt_key_hint(argv: list[str]) -> str | None:
