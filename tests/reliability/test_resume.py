@@ -30,7 +30,10 @@ FAMILIES = [
     pytest.param("mos_ptb_mini", [], ANY, id="mos"),
     pytest.param("bad_gan_mnist_mini", [], ANY, id="bad_gan"),
     pytest.param("cegan_gmm4_mini", [], ANY, id="cegan"),
-    pytest.param("planetoid_t_cora_mini", [], ANY, id="planetoid"),
+    # Planetoid counts one step per sub-batch (the warm-up batch alone is 5 here) and validates after every batch
+    pytest.param("planetoid_t_cora_mini", ["trainer.max_steps=-1", "data.steps=6", "data.warmup_label_iters=3",
+                                           "data.warmup_graph_iters=2", "trainer.val_check_interval=1"], [9],
+                 id="planetoid"),
 ]
 
 
@@ -51,12 +54,12 @@ def test_sigkill_then_resume_is_bit_exact(preset, extra, kill_steps, tmp_path):
     assert killed.returncode == -9, killed.stderr[-4000:]
     saved = load(run / "checkpoints" / "last.ckpt")
     resumed_from = saved["loops"]["fit_loop"]["epoch_loop.state_dict"]["_batches_that_stepped"]
-    assert 2 <= saved["global_step"] <= step
+    assert 0 < saved["global_step"] <= step
     resumed = train(run, *args, "ckpt_path=last")
     assert resumed.returncode == 0, resumed.stderr[-4000:]
 
     a, b = _final(tmp_path / "full"), _final(run)
-    assert a["global_step"] == b["global_step"] == 6
+    assert a["global_step"] == b["global_step"] > step
     assert_equal_state(a["state_dict"], b["state_dict"], "state_dict")
     assert_equal_state(a["optimizer_states"], b["optimizer_states"], "optimizer_states")
     assert_equal_state(a.get("lr_schedulers"), b.get("lr_schedulers"), "lr_schedulers")
