@@ -79,3 +79,9 @@ def test_squad_file_without_usable_answers(tmp_path):
     result = train(tmp_path / "run", "experiment=bert_squad1_mini", "data.source=path", f"data.path={data}",
                    "trainer.max_steps=2", "test_after_fit=false", "logger=csv")
     _user_error(result, "has no usable answers")
+
+
+def test_limited_validation_with_a_full_pass_monitor(tmp_path):
+    result = train(tmp_path / "run", "experiment=bert_squad1_mini", "trainer.limit_val_batches=2", "trainer.max_steps=2",
+                   "test_after_fit=false", "logger=csv")
+    _user_error(result, "computed only on a full pass", "callbacks.checkpoint.monitor=null")

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytorch_lightning as pl
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from genlab.callbacks.interrupt import TrainingInterrupted
 from genlab.callbacks.run_record import RunRecord
@@ -38,6 +38,7 @@ def train(cfg: DictConfig) -> float:
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule = build.build_data(cfg.data)
     task = build.build_task(cfg, datamodule)
+    _check_full_pass_monitor(cfg, task)
     identity = datamodule.identity() if hasattr(datamodule, "identity") else {}
     callbacks = build.build_callbacks(cfg) + [RunRecord(build.config_to_dict(cfg), identity)]
     trainer = build.build_trainer(cfg, callbacks, build.build_loggers(cfg))
@@ -92,6 +93,17 @@ def check_resume_checkpoint(path: str, cfg: DictConfig, task: pl.LightningModule
     loops = ckpt.get("loops") or {}
     epoch_loop = (loops.get("fit_loop") or {}).get("epoch_loop.state_dict") or {}
     return int(epoch_loop.get("_batches_that_stepped", ckpt.get("global_step", 0)))  # the logging step
+
+
+def _check_full_pass_monitor(cfg: DictConfig, task: pl.LightningModule) -> None:
+    """A monitor computed only over the whole dev set (SQuAD F1) never appears with ``trainer.limit_val_batches``."""
+    limit = cfg.trainer.get("limit_val_batches")
+    monitor = OmegaConf.select(cfg, "callbacks.checkpoint.monitor", default=None)
+    if getattr(task, "monitor_needs_full_pass", False) and monitor and limit not in (None, 1.0) and limit != 0:
+        raise ConfigError(f"trainer.limit_val_batches={limit} stops validation before the whole dev set is scored, "
+                          f"and the checkpoint monitor {monitor} is computed only on a full pass, so no best "
+                          "checkpoint could be chosen; drop trainer.limit_val_batches, or keep it and set "
+                          "callbacks.checkpoint.monitor=null (last.ckpt only).")
 
 
 def build_rank_zero() -> bool:
