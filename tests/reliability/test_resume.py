@@ -24,7 +24,7 @@ FAMILIES = [
     pytest.param("bert_base_mini", [], ANY, id="mlm"),
     pytest.param("bert_sst2_mini", [], ANY, id="classification"),
     pytest.param("xlnet_sst2_mini", *EPOCH_END, id="classification_epoch_end"),
-    pytest.param("bert_squad1_mini", ["callbacks.checkpoint.monitor=null"], ANY, id="span")  # F1: full dev pass only,
+    pytest.param("bert_squad1_mini", ["callbacks.checkpoint.monitor=null"], ANY, id="span"),  # F1: full dev pass
     pytest.param("bert_race_mini", [], ANY, id="multiple_choice"),
     pytest.param("mos_ptb_awd_mini", *EPOCH_END, id="awd_lstm_epoch_end"),
     pytest.param("mos_ptb_mini", [], ANY, id="mos"),
