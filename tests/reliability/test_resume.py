@@ -26,7 +26,10 @@ FAMILIES = [
     pytest.param("xlnet_sst2_mini", *EPOCH_END, id="classification_epoch_end"),
     pytest.param("bert_squad1_mini", ["callbacks.checkpoint.monitor=null"], ANY, id="span"),  # F1: full dev pass
     pytest.param("bert_race_mini", [], ANY, id="multiple_choice"),
-    pytest.param("mos_ptb_awd_mini", *EPOCH_END, id="awd_lstm_epoch_end"),
+    # Known gap (issue 27): resumed from the checkpoint of its epoch-end validation, the run counts one epoch more
+    # (fit_loop epoch_progress.processed 3 vs 2) and trains the next epoch on other window lengths.
+    pytest.param("mos_ptb_awd_mini", *EPOCH_END, id="awd_lstm_epoch_end",
+                 marks=pytest.mark.xfail(strict=True, reason="AWD-LSTM end-of-epoch resume diverges (issue 27)")),
     pytest.param("mos_ptb_mini", [], ANY, id="mos"),
     pytest.param("bad_gan_mnist_mini", [], ANY, id="bad_gan"),
     pytest.param("cegan_gmm4_mini", [], ANY, id="cegan"),
