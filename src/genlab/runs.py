@@ -4,7 +4,7 @@ Layout of one run directory (written by the train entry point through these func
     config.yaml      resolved config            overrides.yaml   the Hydra task overrides of this run/trial
     run.json         experiment, git commit, environment, monitor, W&B run id, sweep position
     spiece.model     pretraining runs: the SentencePiece model of their data (see ``keep_tokenizer``)
-    metrics.json     status (finished|failed), final metrics, monitor value, best checkpoint, error
+    metrics.json     status (finished|failed|interrupted), final metrics, monitor value, best checkpoint, error
     checkpoints/     Lightning checkpoints (best + last)
 """
 
@@ -32,7 +32,7 @@ OVERRIDES_FILE = "overrides.yaml"
 RUN_FILE = "run.json"
 METRICS_FILE = "metrics.json"
 WANDB_ID_FILE = "wandb_id"
-STATUSES = ("finished", "failed")
+STATUSES = ("finished", "failed", "interrupted")  # interrupted: stopped by a signal, resumable
 
 
 def _process_group() -> Any:

@@ -30,6 +30,8 @@ RESULT_KEYS = ("start_top_log_probs", "start_top_index", "end_top_log_probs", "e
 
 
 class SpanExtractionTask(FinetuneTask):
+    monitor_needs_full_pass = True  # F1/EM exist only after a whole dev pass (train.py refuses limit_val_batches)
+
     def __init__(self, model: nn.Module, optimizer: Callable[..., torch.optim.Optimizer],
                  scheduler: Callable[..., dict] | None, monitor: str = "valid/best_f1", monitor_mode: str = "max",
                  version: str = "2.0", start_n_top: int = 5, end_n_top: int = 5, n_best: int = 5,

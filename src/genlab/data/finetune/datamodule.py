@@ -29,6 +29,7 @@ from genlab.data.finetune import glue
 from genlab.data.finetune.downloads import doc_spec, glue_spec
 from genlab.data.finetune.glue_minis import GLUE_MINIS
 from genlab.data.finetune.minis import IMDB_MINI, SST2_MINI
+from genlab.data.finetune.resumable import ResumableTrainOrder
 from genlab.data.finetune.zhang_minis import ZHANG_MINIS
 from genlab.data.sources.tiers import DEFAULT_CACHE, DatasetSpec, locate
 from genlab.data.tokenizers.from_checkpoint import (
@@ -95,7 +96,7 @@ class EncodedSplit(Dataset):
         return item
 
 
-class ClassificationDataModule(pl.LightningDataModule):
+class ClassificationDataModule(ResumableTrainOrder, pl.LightningDataModule):
     """``task``: a GLUE task (cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli) or a document-classification
     dataset (imdb, yelp2, yelp5, dbpedia, ag_news, amazon2, amazon5). ``tokenizer``: the SentencePiece model of
     the pretrained checkpoint (required to finetune a pretrained model); null trains one on the training text."""
@@ -216,7 +217,8 @@ class ClassificationDataModule(pl.LightningDataModule):
                           drop_last=False, persistent_workers=self.num_workers > 0)
 
     def train_dataloader(self) -> DataLoader:
-        return self._loader(self.splits["train"], True, self.batch_size)
+        return self.resumable_loader(self.splits["train"], self.batch_size, num_workers=self.num_workers,
+                                     persistent_workers=self.num_workers > 0)
 
     def val_dataloader(self) -> list[DataLoader]:
         return [self._loader(self.splits[n], False, self.eval_batch_size) for n in self.dev_splits]

@@ -30,6 +30,7 @@ from torch.utils.data import DataLoader, Dataset
 from genlab.data.finetune.datamodule import encode_pair
 from genlab.data.finetune.downloads import race_spec
 from genlab.data.finetune.race_mini import RACE_MINI
+from genlab.data.finetune.resumable import ResumableTrainOrder
 from genlab.data.sources.tiers import DEFAULT_CACHE, DatasetSpec, locate
 from genlab.data.tokenizers.from_checkpoint import load_tokenizer, special_ids
 from genlab.data.tokenizers.xlnet_pieces import PieceTokenizer, train_tokenizer
@@ -125,7 +126,7 @@ class _RaceDataset(Dataset):
                 "level": int(self.levels[i]), "qid": self.qids[i]}
 
 
-class RaceDataModule(pl.LightningDataModule):
+class RaceDataModule(ResumableTrainOrder, pl.LightningDataModule):
     """RACE from ``data.path``, the download tier (RACE.tar.gz, sha256 checked) or the generated cloze mini;
     validation = dev, test = test (both middle + high)."""
 
@@ -189,7 +190,8 @@ class RaceDataModule(pl.LightningDataModule):
                           persistent_workers=self.num_workers > 0)
 
     def train_dataloader(self) -> DataLoader:
-        return self._loader("train", True, self.batch_size)
+        return self.resumable_loader(self.data["train"], self.batch_size, num_workers=self.num_workers,
+                                     persistent_workers=self.num_workers > 0)
 
     def val_dataloader(self) -> DataLoader:
         return self._loader("dev", False, self.eval_batch_size)
