@@ -48,7 +48,8 @@ def tiny_task(dm: SemiSupervisedSquadDataModule, method: str) -> GDANTask:
                              max_question_len=10) if "generator" in sizes else None)
     clf = DomainClassifier(32, 16) if method == "gen_gan" else None
     return GDANTask(GDAN(reader, gen, clf), optimizer=partial(torch.optim.Adam, lr=5e-3),
-                    g_mle_optimizer=partial(torch.optim.Adam, lr=5e-3), g_rl_optimizer=partial(torch.optim.SGD, lr=0.05),
+                    g_mle_optimizer=partial(torch.optim.Adam, lr=5e-3),
+                    g_rl_optimizer=partial(torch.optim.SGD, lr=0.05),
                     method=method, mle_steps=MLE_STEPS if gen is not None else 0)
 
 

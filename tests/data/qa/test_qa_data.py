@@ -14,16 +14,21 @@ import torch
 
 from genlab.data.qa.answers import (
     ENTITY,
+    TYPE_WEIGHTS,
     Answer,
     HeuristicExtractor,
-    TYPE_WEIGHTS,
     UnlabeledParagraph,
     read_unlabeled,
     sample_answers,
     write_unlabeled,
 )
 from genlab.data.qa.datamodule import SemiSupervisedSquadDataModule
-from genlab.data.qa.protocol import QAExample, labeled_size, labeled_subset, split_by_article
+from genlab.data.qa.protocol import (
+    QAExample,
+    labeled_size,
+    labeled_subset,
+    split_by_article,
+)
 from genlab.data.qa.synthetic import build_synthetic
 from genlab.data.qa.text import EOS, UNK, shared_vocabularies, token_span, tokenize
 from genlab.errors import ConfigError, DataError
@@ -128,8 +133,8 @@ def synthetic_dir(tmp_path_factory):
 
 
 def make_dm(root: Path, **kw) -> SemiSupervisedSquadDataModule:
-    args = dict(source="path", path=str(root), label_rate=0.5, batch_size=4, unlabeled_batch_size=3,
-                eval_batch_size=8)
+    args = {"source": "path", "path": str(root), "label_rate": 0.5, "batch_size": 4, "unlabeled_batch_size": 3,
+            "eval_batch_size": 8}
     dm = SemiSupervisedSquadDataModule(**{**args, **kw})
     dm.setup("fit")
     return dm

@@ -66,17 +66,22 @@ _NUMERIC = re.compile(r"(?:[$£€]\s?)?\b\d[\d,]*(?:\.\d+)?(?:\s?(?:%|percent|p
                       r"\s(?:million|billion|thousand|hundred))?(?:\b|(?<=%))")
 _CAPITAL = re.compile(r"[A-Z][\w'’.-]*")
 _WORD = re.compile(r"[\w'’-]+")
-_CLOSED = frozenset(
-    "a an the this that these those its his her their our my your some any each every no all both either neither "
-    "of in on at by for from to with without into onto over under about above below between among through during "
-    "after before since until upon within against toward towards across behind beyond near via per as than "
-    "and or but nor so yet if because while although though whereas when where which who whom whose what why how "
-    "is are was were be been being am has have had having do does did done can could may might must shall should "
-    "will would not also only very more most less least such then there here it he she they we you i him them us "
-    "me one two three four five six seven eight nine ten first second third many much several other another same "
-    "often still even just well however thus".split())
+_CLOSED = frozenset([
+    "a", "an", "the", "this", "that", "these", "those", "its", "his", "her", "their", "our", "my", "your", "some",
+    "any", "each", "every", "no", "all", "both", "either", "neither", "of", "in", "on", "at", "by", "for", "from",
+    "to", "with", "without", "into", "onto", "over", "under", "about", "above", "below", "between", "among",
+    "through", "during", "after", "before", "since", "until", "upon", "within", "against", "toward", "towards",
+    "across", "behind", "beyond", "near", "via", "per", "as", "than", "and", "or", "but", "nor", "so", "yet",
+    "if", "because", "while", "although", "though", "whereas", "when", "where", "which", "who", "whom", "whose",
+    "what", "why", "how", "is", "are", "was", "were", "be", "been", "being", "am", "has", "have", "had", "having",
+    "do", "does", "did", "done", "can", "could", "may", "might", "must", "shall", "should", "will", "would",
+    "not", "also", "only", "very", "more", "most", "less", "least", "such", "then", "there", "here", "it", "he",
+    "she", "they", "we", "you", "i", "him", "them", "us", "me", "one", "two", "three", "four", "five", "six",
+    "seven", "eight", "nine", "ten", "first", "second", "third", "many", "much", "several", "other", "another",
+    "same", "often", "still", "even", "just", "well", "however", "thus"
+])
 _NOT_NOUN_SUFFIXES = ("ly", "ed")  # adverbs and past forms end a noun phrase
-_DETERMINERS = frozenset("a an the this that these those its his her their our".split())
+_DETERMINERS = frozenset(["a", "an", "the", "this", "that", "these", "those", "its", "his", "her", "their", "our"])
 MAX_ENTITY_WORDS = 4
 MAX_NP_WORDS = 4
 

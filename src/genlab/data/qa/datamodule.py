@@ -23,9 +23,10 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Literal
+from typing import Any, Literal
 
 import numpy as np
 import pytorch_lightning as pl
@@ -33,11 +34,28 @@ import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 from genlab.data.finetune.downloads import squad_spec
-from genlab.data.images.datamodule import _batches  # the infinite reshuffled index stream with a resume position
+from genlab.data.images.datamodule import (
+    _batches,  # the infinite reshuffled index stream with a resume position
+)
 from genlab.data.qa.answers import UnlabeledParagraph, read_unlabeled, sample_answers
-from genlab.data.qa.protocol import QAExample, check_label_rate, labeled_subset, read_articles, split_by_article
+from genlab.data.qa.protocol import (
+    QAExample,
+    check_label_rate,
+    labeled_subset,
+    read_articles,
+    split_by_article,
+)
 from genlab.data.qa.synthetic import GDAN_SYNTHETIC_MINI
-from genlab.data.qa.text import EOS, PAD, UNK, TextNorm, Vocabulary, shared_vocabularies, token_span, tokenize
+from genlab.data.qa.text import (
+    EOS,
+    PAD,
+    UNK,
+    TextNorm,
+    Vocabulary,
+    shared_vocabularies,
+    token_span,
+    tokenize,
+)
 from genlab.data.qa.wiki_mini import GDAN_WIKI_MINI
 from genlab.data.sources.tiers import locate
 from genlab.errors import ConfigError, DataError
@@ -82,7 +100,7 @@ class _Items(Dataset):
 class _Stream(IterableDataset):
     """Training batches ``{"lab", "unl", "position"}`` from ``start`` on (two independent shuffled streams)."""
 
-    def __init__(self, dm: "SemiSupervisedSquadDataModule", start: int) -> None:
+    def __init__(self, dm: SemiSupervisedSquadDataModule, start: int) -> None:
         self.dm, self.start = dm, start
 
     def __iter__(self) -> Iterator[dict[str, Any]]:

@@ -67,7 +67,7 @@ def check_label_rate(rate: float) -> None:
 def labeled_size(rate: float, n_original: int) -> int:
     """``round(rate × N_train_original)`` (spec check 14)."""
     check_label_rate(rate)
-    return int(round(rate * n_original))
+    return round(rate * n_original)
 
 
 def labeled_subset(n_usable: int, rate: float, n_original: int, seed: int) -> np.ndarray:

@@ -14,15 +14,26 @@ import numpy as np
 from genlab.data.qa.answers import Answer, UnlabeledParagraph, write_unlabeled
 from genlab.data.sources.tiers import DatasetSpec
 
-FIRST = ("Anna Boris Carla Dmitri Elena Farid Greta Hugo Irene Jonas Kira Lars Mona Nils Olga Pavel Rosa Sven Tara "
-         "Umar Vera Walt Xenia Yuri Zora").split()
-LAST = "Berg Costa Dahl Eriksen Falk Gruber Holm Ivanov Jensen Kovac Lund Moreau Novak Orlov Petit".split()
-CITIES = ("Oslo Lyon Porto Graz Turku Brno Cork Split Bergen Aarhus Ghent Malmo Lille Basel Krakow Tartu Riga "
-          "Lodz Varna Pisa Bari Nice Tours Leiden Delft Uppsala Odense Salzburg Linz Bremen").split()
+FIRST = [
+    "Anna", "Boris", "Carla", "Dmitri", "Elena", "Farid", "Greta", "Hugo", "Irene", "Jonas", "Kira", "Lars", "Mona",
+    "Nils", "Olga", "Pavel", "Rosa", "Sven", "Tara", "Umar", "Vera", "Walt", "Xenia", "Yuri", "Zora"
+]
+LAST = [
+    "Berg", "Costa", "Dahl", "Eriksen", "Falk", "Gruber", "Holm", "Ivanov", "Jensen", "Kovac", "Lund", "Moreau",
+    "Novak", "Orlov", "Petit"
+]
+CITIES = [
+    "Oslo", "Lyon", "Porto", "Graz", "Turku", "Brno", "Cork", "Split", "Bergen", "Aarhus", "Ghent", "Malmo",
+    "Lille", "Basel", "Krakow", "Tartu", "Riga", "Lodz", "Varna", "Pisa", "Bari", "Nice", "Tours", "Leiden",
+    "Delft", "Uppsala", "Odense", "Salzburg", "Linz", "Bremen"
+]
 ORGS = [f"{a} {b}" for a in ("Nordic", "Alpine", "Baltic", "Iberian", "Danube", "Atlantic") for b in
         ("Mining", "Press", "Textiles", "Railways", "Bank")]
-JOBS = ("painter baker sailor teacher engineer architect surgeon lawyer chemist farmer pilot composer printer "
-        "weaver jeweller astronomer botanist glassblower miller tailor").split()
+JOBS = [
+    "painter", "baker", "sailor", "teacher", "engineer", "architect", "surgeon", "lawyer", "chemist", "farmer",
+    "pilot", "composer", "printer", "weaver", "jeweller", "astronomer", "botanist", "glassblower", "miller",
+    "tailor"
+]
 FILLER = ["The weather that year was unusually mild .", "Many records from the period were later lost .",
           "Local newspapers reported the story at length .", "Little else is known about the early years ."]
 

@@ -26,8 +26,14 @@ from pathlib import Path
 
 import numpy as np
 
-from genlab.data.qa.answers import ENTITY, Answer, HeuristicExtractor, UnlabeledParagraph, sample_answers, \
-    write_unlabeled
+from genlab.data.qa.answers import (
+    ENTITY,
+    Answer,
+    HeuristicExtractor,
+    UnlabeledParagraph,
+    sample_answers,
+    write_unlabeled,
+)
 from genlab.data.sources.tiers import DatasetSpec
 from genlab.data.text.sentences import split_sentences
 from genlab.data.text.wiki_excerpt import excerpt_articles
@@ -107,7 +113,8 @@ def build_wiki_mini(root: Path, seed: int = 0) -> None:
             chosen.append((ctx, [qs[int(rng.integers(len(qs)))]] if qs else []))
         train_out.append((title, chosen))
     dev_all = [(title, [(ctx, _questions(ctx, extractor)) for ctx in paras]) for title, paras in dev]
-    flat = [(a, p, k) for a, (_, paras) in enumerate(dev_all) for p, (_, qs) in enumerate(paras) for k in range(len(qs))]
+    flat = [(a, p, k) for a, (_, paras) in enumerate(dev_all) for p, (_, qs) in enumerate(paras)
+            for k in range(len(qs))]
     keep = {flat[i] for i in rng.choice(len(flat), size=min(DEV_QUESTIONS, len(flat)), replace=False).tolist()}
     dev_out = [(title, [(ctx, [qa for k, qa in enumerate(qs) if (a, p, k) in keep]) for p, (ctx, qs) in
                         enumerate(paras)]) for a, (title, paras) in enumerate(dev_all)]
