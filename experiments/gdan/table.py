@@ -3,7 +3,9 @@ dev F1 (of the tested checkpoint), test F1, test EM and runtime as mean ± std o
 
     python experiments/gdan/table.py <sweep dir> [--out experiments/gdan] [--random-span]
 
-``--random-span`` adds the F1 of a uniformly random legal span (<= 15 tokens) on the same mini test set (check 23a).
+``--random-span`` adds the F1 of a uniformly random legal span (<= 15 tokens) on the same mini test set (check 23a);
+``--unigram`` the per-token NLL of the test questions under an add-one unigram model of L's questions (G's target ids,
+copy slots as <unk>), beside G's ``test/g_nll`` (acceptance (d) of spec §5.5).
 Runs are read with genlab.report (finished runs only; failed or unfinished ones are counted in a note).
 """
 
@@ -57,11 +59,30 @@ def random_span_f1(seed: int = 0) -> float:
     return evaluate_v1([{"paragraphs": [{"qas": qas}]}], preds)["f1"] / 100.0
 
 
+def unigram_nll(seed: int = 0) -> float:
+    """Per-token NLL of the test questions' G targets under an add-one unigram model of L's (seed ``seed``)."""
+    from genlab.data.qa.datamodule import SemiSupervisedSquadDataModule
+    from genlab.data.qa.text import UNK
+
+    dm = SemiSupervisedSquadDataModule(source="mini", mini="wiki", unlabeled=False, seed=seed)
+    dm.setup("fit")
+    counts = np.ones(dm.g_vocab_size)
+
+    def targets(items):
+        ids = np.concatenate([dm._g_target(it.question, dm.passages[it.passage]) for it in items])
+        return np.where(ids >= dm.g_vocab_size, UNK, ids)
+
+    np.add.at(counts, targets(dm.labeled), 1)
+    logp = np.log(counts / counts.sum())
+    return float(-logp[targets(dm.splits["test"])].mean())
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("paths", nargs="+")
     ap.add_argument("--out", default=str(HERE))
     ap.add_argument("--random-span", action="store_true")
+    ap.add_argument("--unigram", action="store_true")
     args = ap.parse_args()
     ref = {e["experiment"]: e for e in load_reference(HERE / "reference.yaml")["values"]
            if str(e["data.label_rate"]) == "0.1" and str(e["data.unlabeled_size"]) == "50000"}
@@ -86,7 +107,7 @@ def main() -> None:
     for m in [m for m in ORDER if m in by_method] + sorted(set(by_method) - set(ORDER)):
         rs = by_method[m]
         vals = {k: [r.metric(k) for r in rs if r.metric(k) is not None] for k in ("valid/best_f1", "test/f1",
-                                                                                     "test/exact")}
+                                                                                     "test/exact", "test/g_nll")}
         times = [t for t in (runtime_s(r.dir) for r in rs) if t is not None]
         e = ref.get(f"gdan_squad_{m}", {})
         summary[m] = {**vals, "runtime_s": times, "seeds": [r.value_of("seed") for r in rs]}
@@ -97,6 +118,13 @@ def main() -> None:
         chance = random_span_f1()
         summary["random_span_f1"] = chance
         lines += ["", f"Random legal span (<= 15 tokens) on the same mini test set: F1 = {chance:.3f}."]
+    g_nll = {m: v["test/g_nll"] for m, v in summary.items() if isinstance(v, dict) and v.get("test/g_nll")}
+    if g_nll:
+        lines += ["", "G's per-token NLL on the test questions (test/g_nll, G after MLE with the best dev NLL, or "
+                  "after REINFORCE): " + ", ".join(f"{m} {mean_std(v)}" for m, v in g_nll.items()) + "."]
+    if args.unigram:
+        summary["unigram_nll"] = uni = unigram_nll()
+        lines += [f"Add-one unigram model of L's questions on the same test questions: {uni:.3f} nats per token."]
     if "sl" in summary and "context" in summary:
         sl, ctx = summary["sl"]["test/f1"], summary["context"]["test/f1"]
         gap = statistics.fmean(ctx) - statistics.fmean(sl)
