@@ -5,6 +5,7 @@ logged by every method that trains on U."""
 
 from __future__ import annotations
 
+import json
 from functools import partial
 
 import numpy as np
@@ -40,7 +41,7 @@ def datamodule(root, method: str) -> SemiSupervisedSquadDataModule:
     return dm
 
 
-def tiny_task(dm: SemiSupervisedSquadDataModule, method: str) -> GDANTask:
+def tiny_task(dm: SemiSupervisedSquadDataModule, method: str, prediction_dir: str | None = None) -> GDANTask:
     torch.manual_seed(0)
     sizes = dm.model_overrides()
     reader = GAReader(sizes["reader"]["vocab_size"], embed_dim=24, hidden=16, num_layers=2, dropout=0.1)
@@ -50,7 +51,7 @@ def tiny_task(dm: SemiSupervisedSquadDataModule, method: str) -> GDANTask:
     return GDANTask(GDAN(reader, gen, clf), optimizer=partial(torch.optim.Adam, lr=5e-3),
                     g_mle_optimizer=partial(torch.optim.Adam, lr=5e-3),
                     g_rl_optimizer=partial(torch.optim.SGD, lr=0.05),
-                    method=method, mle_steps=MLE_STEPS if gen is not None else 0)
+                    method=method, mle_steps=MLE_STEPS if gen is not None else 0, prediction_dir=prediction_dir)
 
 
 class Record(pl.Callback):
@@ -68,23 +69,14 @@ class Record(pl.Callback):
             self.d_loss_gen.append(float(m["train/d_loss_gen"]))
 
 
-def random_span_f1(dm: SemiSupervisedSquadDataModule, split: str = "dev", seed: int = 0) -> float:
-    """F1 of a uniformly random legal span (<= 15 tokens) on the same questions."""
-    rng = np.random.default_rng(seed)
-    preds, qas = {}, []
-    for it in dm.splits[split]:
-        p = dm.passages[it.passage]
-        j = int(rng.integers(len(p.words)))
-        k = min(len(p.words) - 1, j + int(rng.integers(15)))
-        preds[it.qid] = p.context[p.offsets[j, 0]:p.offsets[k, 1]]
-        qas.append({"id": it.qid, "answers": [{"text": t} for t in it.golds]})
-    return evaluate_v1([{"paragraphs": [{"qas": qas}]}], preds)["f1"] / 100.0
+def random_span_f1(dm: SemiSupervisedSquadDataModule, split: str = "dev") -> float:
+    return evaluate_v1(dm.gold(split), dm.random_span_predictions(split))["f1"] / 100.0
 
 
 @pytest.mark.parametrize("method", sorted(METHODS))
-def test_check_16_every_method_runs_algorithm_1_on_the_fixture(data_dir, method, record_property):
+def test_check_16_every_method_runs_algorithm_1_on_the_fixture(data_dir, method, record_property, tmp_path):
     dm = datamodule(data_dir, method)
-    task = tiny_task(dm, method)
+    task = tiny_task(dm, method, prediction_dir=str(tmp_path))
     spec = METHODS[method]
     alternating = spec.g_update != "none"
     d_steps = D_STEPS.get(method, 20)
@@ -98,6 +90,10 @@ def test_check_16_every_method_runs_algorithm_1_on_the_fixture(data_dir, method,
     f1 = float(trainer.callback_metrics["valid/f1"])
     test = trainer.test(task, datamodule=dm, verbose=False)[0]
     assert 0.0 <= test["test/f1"] <= 1.0 and test["test/exact"] <= test["test/f1"]
+    # check 23's last item: every prediction is a substring of its original context
+    preds = json.loads((tmp_path / "predictions.json").read_text())
+    contexts = {it.qid: dm.passages[it.passage].context for it in dm.splits["test"]}
+    assert preds.keys() == contexts.keys() and all(preds[q] and preds[q] in contexts[q] for q in preds)
     if spec.unlabeled_source != "none":
         assert len(record.d_loss_gen) == d_steps and all(np.isfinite(record.d_loss_gen))
     else:

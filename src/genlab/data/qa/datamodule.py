@@ -345,6 +345,23 @@ class SemiSupervisedSquadDataModule(pl.LightningDataModule):
     def test_dataloader(self) -> DataLoader:
         return self._eval_loader("test")
 
+    def gold(self, split: str) -> list[dict]:
+        """``split``'s questions as a SQuAD ``data`` list (ids and gold texts) for genlab.metrics.squad_eval."""
+        qas = [{"id": it.qid, "answers": [{"text": t} for t in it.golds]} for it in self.splits[split]]
+        return [{"paragraphs": [{"qas": qas}]}]
+
+    def random_span_predictions(self, split: str, seed: int = 0, max_len: int = 15) -> dict[str, str]:
+        """A uniformly random legal span (start uniform, length uniform in 1..max_len, cut at the paragraph end)
+        per question: the chance level of check 23 (a)."""
+        rng = np.random.default_rng(seed)
+        preds = {}
+        for it in self.splits[split]:
+            p = self.passages[it.passage]
+            j = int(rng.integers(len(p.words)))
+            k = min(len(p.words) - 1, j + int(rng.integers(max_len)))
+            preds[it.qid] = p.context[p.offsets[j, 0]:p.offsets[k, 1]]
+        return preds
+
     # ------------------------------------------------------------------------------------------------ run record
     @property
     def has_unlabeled(self) -> bool:
