@@ -1,11 +1,11 @@
 """SQuAD v1.1 with unlabelled paragraphs for GDAN (spec gdan.md §5): the batches of genlab.tasks.gdan.
 
-Splits (genlab.data.qa.protocol): ``test`` = 10 % of the training file's articles, ``dev`` = the official dev file,
-``L`` = ``round(label_rate × N_train)`` questions of the remaining training articles (``label_seed``), ``U`` = the
-(paragraph, answer) pairs of the unlabelled JSONL (at most ``answers_per_paragraph`` per paragraph, type-weighted;
-``unlabeled_size`` of them, e.g. 50,000 for Table 3.4's "50K"). A training question whose first answer does not
-equal its offset, or lies past ``max_paragraph_tokens``, is skipped and counted; a file with no usable training
-question is a DataError. Dev and test keep every question and score against all its gold texts.
+Splits (genlab.data.qa.protocol): ``test`` = 10 % of the training file's articles (``split_seed``), ``dev`` = the
+official dev file, ``L`` = ``round(label_rate × N_train)`` questions of the remaining training articles (``seed``),
+``U`` = the (paragraph, answer) pairs of the unlabelled JSONL (at most ``answers_per_paragraph`` per paragraph,
+type-weighted; ``unlabeled_size`` of them, e.g. 50,000 for Table 3.4's "50K"; fixed by ``split_seed``). A training
+question whose first answer does not equal its offset, or lies past ``max_paragraph_tokens``, is skipped and counted;
+a file with no usable training question is a DataError. Dev and test keep every question and score against all its gold texts.
 
 Where the files come from (``source``): ``path`` = ``train-v1.1.json`` and ``dev-v1.1.json`` in ``path`` (the
 unlabelled file from ``unlabeled_path``, default ``<path>/unlabeled.jsonl``); ``download`` = the official SQuAD v1.1
@@ -238,7 +238,7 @@ class SemiSupervisedSquadDataModule(pl.LightningDataModule):
 
     def _read_unlabeled(self, path: Path, cache: dict[str, int]) -> list[Item]:
         hp = self.hparams
-        rng = np.random.default_rng(hp.seed + 7919)
+        rng = np.random.default_rng(hp.split_seed + 7919)  # U is one fixed set across runs, like the thesis' 50K
         rows: list[UnlabeledParagraph] = read_unlabeled(path)
         items = []
         for row in rows:
@@ -252,7 +252,8 @@ class SemiSupervisedSquadDataModule(pl.LightningDataModule):
             raise DataError(f"{path}: no unlabelled answer lies within data.max_paragraph_tokens="
                             f"{hp.max_paragraph_tokens}.")
         if hp.unlabeled_size is not None and hp.unlabeled_size < len(items):
-            keep = np.sort(np.random.default_rng(hp.seed + 104729).choice(len(items), hp.unlabeled_size, replace=False))
+            keep = np.random.default_rng(hp.split_seed + 104729).choice(len(items), hp.unlabeled_size, replace=False)
+            keep = np.sort(keep)
             items = [items[i] for i in keep.tolist()]
         return items
 
