@@ -5,7 +5,8 @@ official dev file, ``L`` = ``round(label_rate × N_train)`` questions of the rem
 ``U`` = the (paragraph, answer) pairs of the unlabelled JSONL (at most ``answers_per_paragraph`` per paragraph,
 type-weighted; ``unlabeled_size`` of them, e.g. 50,000 for Table 3.4's "50K"; fixed by ``split_seed``). A training
 question whose first answer does not equal its offset, or lies past ``max_paragraph_tokens``, is skipped and counted;
-a file with no usable training question is a DataError. Dev and test keep every question and score against all its gold texts.
+a file with no usable training question is a DataError. Dev and test keep every question and score against all its
+gold texts.
 
 Where the files come from (``source``): ``path`` = ``train-v1.1.json`` and ``dev-v1.1.json`` in ``path`` (the
 unlabelled file from ``unlabeled_path``, default ``<path>/unlabeled.jsonl``); ``download`` = the official SQuAD v1.1
