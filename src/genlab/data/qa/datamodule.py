@@ -35,8 +35,9 @@ import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 from genlab.data.finetune.downloads import squad_spec
-from genlab.data.images.datamodule import (
-    _batches,  # the infinite reshuffled index stream with a resume position
+from genlab.data.images.datamodule import (  # _batches: infinite reshuffled stream
+    SSLImageDataModule,
+    _batches,
 )
 from genlab.data.qa.answers import UnlabeledParagraph, read_unlabeled, sample_answers
 from genlab.data.qa.protocol import (
@@ -328,14 +329,9 @@ class SemiSupervisedSquadDataModule(pl.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         return DataLoader(_Stream(self, self.next_position), batch_size=None)
 
-    def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
-        """Count a training batch when Lightning hands it to the step (not when it is prefetched)."""
-        if isinstance(batch, dict) and "position" in batch:
-            batch = dict(batch)
-            position = int(batch.pop("position"))
-            if self.trainer is not None and self.trainer.training:
-                self.next_position = position + 1
-        return batch
+    # Count a training batch when Lightning hands it to the step, not when it is prefetched (``next_position`` is what
+    # a checkpoint records): the semi-supervised image streams' bookkeeping, shared as is.
+    on_before_batch_transfer = SSLImageDataModule.on_before_batch_transfer
 
     def _eval_loader(self, split: str) -> DataLoader:
         return DataLoader(_Items(self.splits[split]), batch_size=self.hparams.eval_batch_size,
