@@ -169,6 +169,15 @@ def test_batches_views_and_generator_targets_on_the_synthetic_fixture(synthetic_
         assert ev["context"][r][a:b] == ev["answers"][r][0]
 
 
+def test_d_vocabulary_covers_all_splits_or_only_the_training_text(synthetic_dir):
+    open_vocab, closed = make_dm(synthetic_dir), make_dm(synthetic_dir, d_vocab_from="training")
+    dev_words = {w for it in open_vocab.splits["dev"] for w in open_vocab.passages[it.passage].words}
+    train_words = {w for it in [*closed.labeled, *closed.unlabeled] for w in closed.passages[it.passage].words}
+    assert dev_words <= set(open_vocab.vocab.words)
+    assert set(closed.vocab.words[4:]) <= train_words | {w for it in closed.labeled for w in it.question}
+    assert open_vocab.vocab.words[:open_vocab.g_vocab_size] == closed.vocab.words[:closed.g_vocab_size]
+
+
 def test_stream_resumes_at_the_recorded_position(synthetic_dir):
     dm = make_dm(synthetic_dir)
     it = iter(dm.train_dataloader())

@@ -132,11 +132,14 @@ class SemiSupervisedSquadDataModule(pl.LightningDataModule):
                  unlabeled_path: str | None = None, unlabeled_size: int | None = 50000, answers_per_paragraph: int = 5,
                  generator_vocab: bool = True, lowercase: bool = True, digits_to_zero: bool = True,
                  g_vocab_min_count: int = 2, g_vocab_max: int | None = 30000, d_vocab_min_count: int = 1,
-                 d_vocab_max: int | None = 200000, max_paragraph_tokens: int | None = None,
+                 d_vocab_max: int | None = 200000, d_vocab_from: Literal["all", "training"] = "all",
+                 max_paragraph_tokens: int | None = None,
                  max_question_tokens: int = 60, g_max_question_tokens: int = 20, batch_size: int = 32,
                  unlabeled_batch_size: int = 32, eval_batch_size: int = 64) -> None:
         super().__init__()
         check_label_rate(label_rate)
+        if d_vocab_from not in ("all", "training"):
+            raise ConfigError(f"data.d_vocab_from={d_vocab_from!r}: choose 'all' or 'training'.")
         if mini not in MINIS:
             raise ConfigError(f"data.mini={mini!r}: choose one of {sorted(MINIS)}.")
         if g_max_question_tokens < 2:
@@ -260,10 +263,14 @@ class SemiSupervisedSquadDataModule(pl.LightningDataModule):
         return items
 
     def _build_vocab(self) -> None:
-        """G's words from L (its questions and distinct paragraphs). D's vocabulary is open like a GloVe one: G's
-        words, then every other word of the text read (all paragraphs and questions). Only words of L and U ever
-        get a gradient; a word seen only in dev/test keeps its random embedding, which still matches the same word
-        (qe_comm, attention) -- with a closed vocabulary every such word would be one <unk> matching every other."""
+        """G's words from L (its questions and distinct paragraphs). D's: G's words, then
+
+        * ``d_vocab_from=all`` (default): every other word of the text read, all splits -- as the GA reader's own
+          preprocessing does (bdhingra/ga-reader utils/DataPreprocessor.py builds its dictionary from the training,
+          validation and test files). Only words of L and U ever get a gradient; a word seen only in dev/test keeps
+          its random embedding, which still matches the same word (qe_comm, attention).
+        * ``d_vocab_from=training``: only the words D trains on (L's questions and paragraphs, U's paragraphs); other
+          words are <unk>, and one <unk> matches every other (so U also buys vocabulary coverage)."""
         hp = self.hparams
         g_counts: Counter = Counter()
         for it in self.labeled:
@@ -271,10 +278,15 @@ class SemiSupervisedSquadDataModule(pl.LightningDataModule):
         for pid in sorted({it.passage for it in self.labeled}):
             g_counts.update(self.passages[pid].words)
         d_counts: Counter = Counter()
-        for p in self.passages:
-            d_counts.update(p.words)
-        for it in [*self._train_pool, *self.splits["dev"], *self.splits["test"]]:
-            d_counts.update(it.question)
+        if hp.d_vocab_from == "all":
+            for p in self.passages:
+                d_counts.update(p.words)
+            for it in [*self._train_pool, *self.splits["dev"], *self.splits["test"]]:
+                d_counts.update(it.question)
+        else:
+            d_counts.update(g_counts)
+            for pid in sorted({it.passage for it in self.unlabeled} - {it.passage for it in self.labeled}):
+                d_counts.update(self.passages[pid].words)
         self.vocab, self.g_vocab_size = shared_vocabularies(g_counts, d_counts, hp.g_vocab_min_count, hp.g_vocab_max,
                                                             hp.d_vocab_min_count, hp.d_vocab_max)
         for p in self.passages:
