@@ -301,11 +301,11 @@ def find_best_checkpoint(run_dir: str | Path) -> Path | None:
 
 
 def _best_from_state(ckpt: Path) -> Path | None:
-    import torch
+    from genlab import checkpoints
 
     try:
-        state = torch.load(ckpt, map_location="cpu", weights_only=False, mmap=True)
-    except Exception:
+        state = checkpoints.load(ckpt, mmap=True)
+    except CheckpointError:
         return None
     for key, value in state.get("callbacks", {}).items():
         if "ModelCheckpoint" in str(key) and isinstance(value, dict) and value.get("best_model_path"):
@@ -337,29 +337,24 @@ class Run:
             return dict(self.info["model_overrides"])
         if OmegaConf.select(self.config, "data") is None:
             return {}
-        from hydra.utils import instantiate
+        from genlab.cli import build
 
-        dm = instantiate(self.config.data)
-        if not hasattr(dm, "model_overrides"):
-            return {}
-        dm.prepare_data()
-        dm.setup("fit")
-        return dict(dm.model_overrides())
+        return build.data_sizes(build.build_data(self.config.data))
 
     def load_task(self, checkpoint: str | Path | None = None, map_location: str = "cpu"):
-        """Instantiate the task from the run's config and load the best (or the given) checkpoint, in eval mode."""
-        import torch
-        from hydra.utils import instantiate
+        """Instantiate the task from the run's config, as train.py built it, and load the best (or the given)
+        checkpoint, in eval mode."""
+        from genlab import checkpoints
+        from genlab.cli import build
 
         ckpt = Path(checkpoint) if checkpoint else self.best_checkpoint
         if ckpt is None or not ckpt.exists():
             raise CheckpointError(f"{self.dir}: no checkpoint found under checkpoints/; pass checkpoint=<path>")
-        model = instantiate(self.config.model, **self.model_overrides())
-        task = instantiate(self.config.task, model=model)
-        state = torch.load(ckpt, map_location=map_location, weights_only=False)
+        task = build.build_task(self.config, sizes=self.model_overrides())
+        state = checkpoints.load(ckpt, map_location=map_location)
         try:
             task.load_state_dict(state["state_dict"])
-        except RuntimeError as e:
+        except (KeyError, RuntimeError) as e:
             raise CheckpointError(f"{ckpt} does not fit the model built from {self.dir / CONFIG_FILE}: {e}") from e
         task.on_load_checkpoint(state)  # task-held state (e.g. LM memories) saved beside the weights
         return task.eval()

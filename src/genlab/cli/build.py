@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import pytorch_lightning as pl
 from hydra.utils import get_class, instantiate
@@ -30,8 +30,17 @@ def build_data(data_cfg: DictConfig) -> pl.LightningDataModule:
     return datamodule
 
 
-def build_task(cfg: DictConfig, datamodule: pl.LightningDataModule) -> pl.LightningModule:
-    sizes = datamodule.model_overrides() if hasattr(datamodule, "model_overrides") else {}
+def data_sizes(datamodule: pl.LightningDataModule) -> dict[str, Any]:
+    """Model arguments only the data knows (vocabulary size, number of classes ...), from a set-up DataModule."""
+    return dict(datamodule.model_overrides()) if hasattr(datamodule, "model_overrides") else {}
+
+
+def build_task(cfg: DictConfig, datamodule: pl.LightningDataModule | None = None,
+               sizes: Mapping[str, Any] | None = None) -> pl.LightningModule:
+    """The model (with ``sizes``, by default those of ``datamodule``) and the task around it. Every caller that
+    rebuilds a run (train.py, eval.py, ``genlab.runs.Run.load_task``) goes through here."""
+    if sizes is None:
+        sizes = data_sizes(datamodule) if datamodule is not None else {}
     model = instantiate(cfg.model, **sizes)
     # Plain lists/dicts, not OmegaConf nodes: tasks save their arguments as hyperparameters, and a checkpoint
     # holding an OmegaConf node cannot be read back with torch.load(weights_only=True) (Lightning's default).

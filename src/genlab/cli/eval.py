@@ -7,17 +7,16 @@ vocabulary/tokenizer is the one the model was trained with, and evaluates the re
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from genlab.callbacks.run_record import KEY, check_data_identity
+from genlab import checkpoints
 from genlab.cli import build
 from genlab.cli.errors import guarded
 from genlab.cli.validate import validate_config
-from genlab.errors import CheckpointError, ConfigError
+from genlab.errors import ConfigError
 
 # Evaluation overrides that belong to the data (segment length, streams); all others set model attributes.
 # Where the data lives: a new `data=` of the run's own kind keeps the run's values unless set on the command line.
@@ -28,16 +27,10 @@ EVAL_SCALARS: dict[str, Any] = {"name": str, "seed": int, "ckpt_path": str, "spl
 
 
 def load_run_config(ckpt_path: str) -> dict[str, Any]:
-    path = Path(ckpt_path)
-    if not path.is_file():
-        raise CheckpointError(f"ckpt_path={ckpt_path}: no such file.")
-    try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as err:  # noqa: BLE001 - a truncated or foreign file is the user's input
-        raise CheckpointError(f"ckpt_path={ckpt_path} is not a readable checkpoint ({err}).") from err
-    if KEY not in checkpoint:
-        raise CheckpointError(f"{ckpt_path} was not written by genlab's train.py (no '{KEY}' record).")
-    return checkpoint[KEY]
+    """The genlab record (the run's config and data identity) of a checkpoint written by train.py."""
+    checkpoint = checkpoints.load(ckpt_path, key="ckpt_path")
+    return {"config": checkpoints.run_config(checkpoint, ckpt_path),
+            "data_identity": checkpoints.data_identity(checkpoint)}
 
 
 def evaluate(cfg: DictConfig) -> dict[str, float]:
@@ -63,7 +56,7 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
 
     datamodule = build.build_data(run.data)
     if hasattr(datamodule, "identity"):
-        check_data_identity(record.get("data_identity", {}), datamodule.identity(), cfg.ckpt_path)
+        checkpoints.check_data_identity(record["data_identity"], datamodule.identity(), cfg.ckpt_path)
     task = build.build_task(run, datamodule)
     if cfg.get("mode", "standard") == "dynamic":
         results = dynamic_evaluation(cfg, task, datamodule)
@@ -114,15 +107,15 @@ def standard_evaluation(cfg: DictConfig, task, datamodule) -> dict[str, float]:
 def dynamic_evaluation(cfg: DictConfig, task, datamodule) -> dict[str, float]:
     """Dynamic evaluation (MoS spec §3.4): gradient statistics on train, then adapt while scoring each split
     with batch 1. Works for any recurrent LM of the protocol; AWD checkpoints use their NT-ASGD average."""
-    from genlab.tasks.awd_lm import load_awd_checkpoint
+    from genlab.tasks.awd_lm import averaged_weights
     from genlab.tasks.dynamic_eval import dynamic_evaluate, gradient_statistics
 
     model = task.model
     if not hasattr(datamodule, "corpus"):
         raise ConfigError("mode=dynamic needs a language-modelling dataset (a token stream).")
-    checkpoint = torch.load(cfg.ckpt_path, map_location="cpu", weights_only=False)
+    checkpoint = checkpoints.load(cfg.ckpt_path, key="ckpt_path")
     if "awd" in checkpoint:
-        model.load_state_dict(load_awd_checkpoint(cfg.ckpt_path)[0])
+        model.load_state_dict(averaged_weights(checkpoint, cfg.ckpt_path))
     else:
         task.load_state_dict(checkpoint["state_dict"])
     dyn = cfg.dynamic

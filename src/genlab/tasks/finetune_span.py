@@ -23,6 +23,7 @@ from genlab.data.finetune.squad import postprocess
 from genlab.errors import ConfigError
 from genlab.metrics.squad_eval import evaluate_v1, evaluate_v2
 from genlab.models.heads import SpanHead
+from genlab.tasks.data_interface import SpanData, datamodule_of
 from genlab.tasks.finetune_base import FinetuneTask
 
 RESULT_KEYS = ("start_top_log_probs", "start_top_index", "end_top_log_probs", "end_top_index", "cls_logits")
@@ -94,7 +95,7 @@ class SpanExtractionTask(FinetuneTask):
         return out, (preds, null, nbest)
 
     def _finish(self, stage: str) -> None:
-        dm = self.trainer.datamodule
+        dm: SpanData = datamodule_of(self)
         feats = dm.features["dev"]
         if len(self._results) < len(feats.cls_index):  # sanity/limited runs: score only complete passes
             return

@@ -44,6 +44,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torchmetrics import MeanMetric
 
+from genlab import checkpoints
 from genlab.errors import CheckpointError, ConfigError
 from genlab.metrics.glue_metrics import classification_metrics
 from genlab.models.gpt import (
@@ -172,11 +173,11 @@ def load_pretrained_state(init_from: str) -> tuple[dict[str, Tensor], dict[str, 
         raise CheckpointError(f"task.init_from={init_from}: no such file or folder; give a genlab GPT pretraining "
                               ".ckpt or an HF OpenAI GPT folder, or null to start from scratch.")
     if path.suffix == ".ckpt":
-        ckpt = torch.load(path, map_location="cpu", weights_only=False)
-        state = {k[len("model."):]: v for k, v in ckpt.get("state_dict", {}).items() if k.startswith("model.")}
+        ckpt = checkpoints.load(path, key="task.init_from")
+        state = checkpoints.submodule_weights(ckpt)
         if not state:
             raise CheckpointError(f"task.init_from={init_from}: the checkpoint holds no model.* weights.")
-        return state, {"tokenizer_source": str(path), **ckpt.get("genlab", {}).get("data_identity", {})}
+        return state, {"tokenizer_source": str(path), **checkpoints.data_identity(ckpt)}
     from genlab.interop import hf_gpt
 
     return hf_gpt.genlab_state_from_hf(hf_gpt.read_state_dict(path), f"task.init_from={path}"), {}
