@@ -7,6 +7,7 @@ covers training, validation and the final test, not data preparation or tokenize
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import sys
@@ -30,9 +31,11 @@ def runtimes(root: Path) -> dict[tuple[str, ...], list[float]]:
     return out
 
 
-def main(paths: list[str]) -> None:
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("paths", nargs="+", help="sweep or run directories (searched recursively)")
     rows = defaultdict(list)
-    for p in paths:
+    for p in parser.parse_args(argv).paths:
         for key, values in runtimes(Path(p)).items():
             rows[key] += values
     print("| setting | runs | wall s (mean ± std) |\n|---|---|---|")

@@ -57,6 +57,7 @@ from genlab.models.gpt import (
     transfer_pretrained,
 )
 from genlab.parallel import ParallelizeMixin
+from genlab.tasks.data_interface import ClassificationData, MultipleChoiceData, datamodule_of
 from genlab.tasks.gpt_optim import ndim_decay_groups
 
 KINDS = ("classification", "similarity", "multiple_choice")
@@ -242,7 +243,7 @@ class GPTFinetuneTask(ParallelizeMixin, pl.LightningModule):
         return self.metrics[key]
 
     def setup(self, stage: str) -> None:
-        dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+        dm: ClassificationData | MultipleChoiceData | None = datamodule_of(self)
         if dm is not None and hasattr(dm, "dev_splits"):
             self.split_names = {"valid": list(dm.dev_splits), "test": list(dm.test_split_names())}
         for st, names in self.split_names.items():
@@ -356,7 +357,7 @@ class GPTFinetuneTask(ParallelizeMixin, pl.LightningModule):
         probabilities) as ``<dataset>_<split>.json``. Rank 0 writes what it saw (single-process evaluation)."""
         if not self._predictions or not self.trainer.is_global_zero:
             return
-        dm = getattr(self.trainer, "datamodule", None)
+        dm: ClassificationData | MultipleChoiceData | None = datamodule_of(self)
         out = Path(self.prediction_dir or Path(self.trainer.default_root_dir) / "predictions")
         out.mkdir(parents=True, exist_ok=True)
         for name, preds in self._predictions.items():
