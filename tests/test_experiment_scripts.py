@@ -30,6 +30,8 @@ TINY_RUNS = {
     "experiments/transformer_xl/recl.py": "test_txl_recl_of_a_few_step_run",
     "experiments/xlnet_race/baselines.py": "test_race_baselines_on_the_mini",
     "experiments/xlnet_squad/baselines.py": "test_squad_baselines_on_the_minis",
+    "experiments/gpt/runtimes.py": "test_gpt_runtimes_of_finished_runs",
+    "experiments/gpt/unigram_baseline.py": "test_gpt_unigram_baseline_on_a_small_corpus",
 }
 BENCHMARK = "a benchmark: timings are not tests (CONTRIBUTING); run it alone and read its ratios"
 HELP_ONLY = {
@@ -46,6 +48,8 @@ HELP_ONLY = {
     "experiments/perf/xlnet_throughput.py": BENCHMARK,
     "experiments/xlnet_text_classification/baselines.py": "rebuilds the seven minis' tokenizers in a temporary "
                                                           "cache on every run (over 20 s)",
+    "experiments/gpt/zero_shot.py": "needs GPT checkpoints; its real run is tests/analysis/test_gpt_zero_shot.py::"
+                                    "test_the_script_scores_every_checkpoint_of_a_pretraining_run",
 }
 
 # Runs each script as ``python <script> --help`` in one child process (sys.argv, sys.path[0] and __main__ as for a
@@ -189,3 +193,24 @@ def test_cpu_bf16_benchmark_runs_tiny():
                "--cases", "txl_wt103", "xlnet_base"]).stdout
     assert out.count("bf16/fp32 speed ratio:") == 2 and "bf16 GEMM rate" in out and "loss difference" in out
     assert "ours/HF in bf16 autocast:" in out
+
+
+def test_gpt_runtimes_of_finished_runs(tmp_path):
+    run_dir = tmp_path / "sweep" / "0"
+    run_dir.mkdir(parents=True)
+    (run_dir / "run.json").write_text(json.dumps({"experiment": "gpt_cola_mini", "start_time": "2026-01-01T00:00:00",
+                                                  "overrides": ["seed=0", "task.lm_coef=0"]}))
+    (run_dir / "metrics.json").write_text(json.dumps({"status": "finished", "end_time": "2026-01-01T00:01:30"}))
+    out = run(["experiments/gpt/runtimes.py", str(tmp_path / "sweep")]).stdout
+    assert "| gpt_cola_mini task.lm_coef=0 | 1 | 90 ± 0 |" in out
+
+
+def test_gpt_unigram_baseline_on_a_small_corpus(tmp_path):
+    words = ["the", "a", "river", "town", "old", "new", "road", "bank", "boat", "house", "green", "red"]
+    for split, n in (("train", 300), ("valid", 30)):
+        (tmp_path / "corpus" / split).mkdir(parents=True)
+        lines = [" ".join(words[(i * 7 + k) % len(words)] for k in range(8)) + "." for i in range(n)]
+        (tmp_path / "corpus" / split / "a.txt").write_text("\n".join(lines))
+    out = run(["experiments/gpt/unigram_baseline.py", "data.corpus=text", f"data.path={tmp_path / 'corpus'}",
+               "data.vocab_size=40", f"data.cache_dir={tmp_path / 'cache'}"]).stdout
+    assert "unigram held-out NLL" in out

@@ -51,7 +51,7 @@ def test_tasks_read_only_the_documented_datamodule_members(path):
 def test_every_reader_is_scanned_and_declares_protocols():
     readers = {p.name for p in SOURCES if "datamodule_of(" in p.read_text() and p.name != "data_interface.py"}
     assert readers == {"awd_lm.py", "finetune_base.py", "finetune_classification.py", "finetune_span.py",
-                       "finetune_multiple_choice.py", "bad_gan.py", "cegan.py", "gan_images.py"}
+                       "finetune_multiple_choice.py", "bad_gan.py", "cegan.py", "gan_images.py", "gpt.py"}
     assert data_interface.members(data_interface.ClassificationData) >= {"identity", "n_labels", "write_predictions"}
 
 

@@ -51,8 +51,9 @@ class RunResult:
         """A run's setting as text: its override, else its config value (so defaults group with explicit values)."""
         if key == "experiment":
             return self.experiment
-        if key in self.overrides:
-            return self.overrides[key]
+        if key in self.overrides:  # a sweep writes booleans as Python does ("True"); configs and YAML say "true"
+            v = self.overrides[key]
+            return v.lower() if v in ("True", "False") else v
         if key in self.config:
             return _as_text(self.config[key])
         return None

@@ -7,7 +7,8 @@ existing task provides the members of that task's protocol.
 * AWD-LSTM (``tasks.awd_lm``): :class:`StreamData` (``identity()``, ``corpus``);
 * every finetuning task (``tasks.finetune_base``): :class:`IdentifiedData` (``identity()``), and
   sequence classification :class:`ClassificationData`, span extraction :class:`SpanData`, multiple choice
-  :class:`MultipleChoiceData`;
+  :class:`MultipleChoiceData`; GPT finetuning (``tasks.gpt``): ``ClassificationData`` when the data has dev
+  splits (GLUE, SNLI, SciTail, documents), else ``MultipleChoiceData`` (RACE, Story Cloze);
 * bad GAN (``tasks.bad_gan`` and its pictures, ``callbacks.gan_images``): :class:`SSLImageData`;
 * CEGAN (``tasks.cegan``): :class:`Toy2DData` (grid KLs) and/or :class:`OneClassImageData` (energy ranking);
 * LM, pretraining (PLM / DAE / MLM), Planetoid, PixelCNN++: nothing, batches only.

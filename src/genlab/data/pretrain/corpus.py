@@ -103,7 +103,8 @@ def _encode_shard(path: Path, tok: PieceTokenizer, use_eod: bool) -> tuple[np.nd
 
 def tokenize_split(files: list[Path], tok: PieceTokenizer, cache: Path, use_eod: bool = True,
                    shard_seed: int = 0) -> TokenStream:
-    """Encode ``files`` (shard order shuffled with ``shard_seed``) once; later calls open the cached memmaps."""
+    """Encode ``files`` (shard order shuffled with ``shard_seed``) once; later calls open the cached memmaps.
+    ``tok`` is any tokenizer with ``encode``, ``identity`` and ``lower`` (XLNet pieces, GPT's BPE)."""
     order = [files[i] for i in np.random.default_rng(shard_seed).permutation(len(files))]
     key = stable_hash([(str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in order], tok.identity, tok.lower,
                       use_eod, "v1")
@@ -139,6 +140,23 @@ class PretrainCorpus:
         return {"corpus": self.name, "tokenizer": self.tokenizer.identity, "vocab_size": self.tokenizer.vocab_size}
 
 
+def corpus_files(corpus: str, path: str | None, cache: Path, train_glob: str, valid_glob: str | None
+                 ) -> tuple[Path, list[Path], list[Path]]:
+    """(root, training shards, held-out shards) of ``corpus``: a mini of ``MINI_CORPORA`` (built offline into
+    ``cache``) or ``text`` (the user's folder ``path``, shards chosen by the globs)."""
+    if corpus in MINI_CORPORA:
+        root = locate(MINI_CORPORA[corpus], "mini", None, cache)
+        train_glob, valid_glob = "train/*.txt", "valid/*.txt"
+    elif corpus == "text":
+        root = corpus_root(path)
+    else:
+        raise DataError(f"data.corpus={corpus!r} is unknown; use 'text' (with data.path=) or one of "
+                        f"{sorted(MINI_CORPORA)}.")
+    train_files = find_shards(root, train_glob, f"corpus {root} (data.train_glob)")
+    valid_files = find_shards(root, valid_glob, f"corpus {root} (data.valid_glob)") if valid_glob else []
+    return root, [f for f in train_files if f not in set(valid_files)], valid_files
+
+
 def load_pretrain_corpus(
     corpus: str = "text",
     path: str | None = None,
@@ -154,17 +172,7 @@ def load_pretrain_corpus(
     """``corpus=`` one of ``MINI_CORPORA`` (offline) or ``text`` (``path`` = your shards).
     ``tokenizer=None`` trains a SentencePiece model of ``vocab_size`` pieces on the training shards and caches it."""
     cache = Path(cache_dir).expanduser() if cache_dir else DEFAULT_CACHE
-    if corpus in MINI_CORPORA:
-        root = locate(MINI_CORPORA[corpus], "mini", None, cache)
-        train_glob, valid_glob = "train/*.txt", "valid/*.txt"
-    elif corpus == "text":
-        root = corpus_root(path)
-    else:
-        raise DataError(f"data.corpus={corpus!r} is unknown; use 'text' (with data.path=) or one of "
-                        f"{sorted(MINI_CORPORA)}.")
-    train_files = find_shards(root, train_glob, f"corpus {root} (data.train_glob)")
-    valid_files = find_shards(root, valid_glob, f"corpus {root} (data.valid_glob)") if valid_glob else []
-    train_files = [f for f in train_files if f not in set(valid_files)]
+    root, train_files, valid_files = corpus_files(corpus, path, cache, train_glob, valid_glob)
     work = cache / "pretrain" / stable_hash(str(root.resolve()))
     if tokenizer is None:
         key = stable_hash([(str(f), f.stat().st_size) for f in train_files], vocab_size, lower)
