@@ -3,12 +3,15 @@ adapter, optimiser groups with the official weight-decay rule and layer-wise lea
 that the checkpoint's tokenizer is the one the data uses.
 
 ``init_from`` (a config key) names what to start from:
-* a Hugging Face XLNet or BERT folder or weights file (``config.json`` + ``model.safetensors``/``pytorch_model.bin``,
-  e.g. the published ``xlnet-base-cased`` or ``bert-base-uncased`` saved offline) — imported strictly; when the folder
-  ships its tokenizer (``spiece.model`` / ``vocab.txt``), the finetuning data must use it (``data.tokenizer=<folder>``);
+* a Hugging Face XLNet, BERT or Funnel folder or weights file (``config.json`` + ``model.safetensors``/
+  ``pytorch_model.bin``, e.g. the published ``xlnet-base-cased``, ``bert-base-uncased`` or
+  ``funnel-transformer/intermediate`` saved offline) — imported strictly; when the folder ships its tokenizer
+  (``spiece.model`` / ``vocab.txt``), the finetuning data must use it (``data.tokenizer=<folder>``). A Funnel
+  checkpoint without a decoder (the hub's ``-base`` variants) serves the sequence tasks; SQuAD needs the decoder;
 * a genlab pretraining checkpoint (``.ckpt`` written by ``train.py``, e.g. ``experiment=xlnet_base``): its
   ``model.*`` weights load strictly into the same model config, and its recorded tokenizer identity must equal the
-  finetuning data's (``data.tokenizer`` must be the pretraining SentencePiece model);
+  finetuning data's (``data.tokenizer`` must be the pretraining SentencePiece model). For a Funnel only the body
+  (``model.funnel.*``) is loaded, so an MLM or an ELECTRA checkpoint finetunes with the same ``model=funnel_*``;
 * null: random initialisation (the ``_mini`` presets; results are then from scratch).
 """
 
@@ -24,16 +27,21 @@ from torch import nn
 from genlab.errors import CheckpointError, ConfigError
 from genlab.models.backbones import adapt
 from genlab.models.bert import BertForPretraining
+from genlab.models.funnel import FunnelModel
+from genlab.models.funnel_pretraining import FunnelElectra, FunnelForMaskedLM
 from genlab.models.xlnet import XLNetLMHeadModel, XLNetModel
 from genlab.tasks.layerwise_lr import check_mode, param_groups, scale_layer_gradients
 
+FUNNELS = (FunnelModel, FunnelForMaskedLM, FunnelElectra)
 
-def load_pretrained(model: nn.Module, init_from: str) -> dict[str, Any]:
-    """Load weights into ``model`` in place; returns the checkpoint's recorded data identity (may be empty)."""
+
+def load_pretrained(model: nn.Module, init_from: str, token_level: bool = False) -> dict[str, Any]:
+    """Load weights into ``model`` in place; returns the checkpoint's recorded data identity (may be empty).
+    ``token_level``: the task reads every position (a Funnel then needs the checkpoint's decoder)."""
     path = Path(init_from).expanduser()
     if not path.exists():
-        raise CheckpointError(f"task.init_from={init_from}: no such file or folder; give an HF XLNet/BERT folder or a "
-                              "genlab .ckpt file, or null to start from scratch.")
+        raise CheckpointError(f"task.init_from={init_from}: no such file or folder; give an HF XLNet/BERT/Funnel "
+                              "folder or a genlab .ckpt file, or null to start from scratch.")
     if path.suffix == ".ckpt":
         ckpt = torch.load(path, map_location="cpu", weights_only=False)
         state = {k[len("model."):]: v for k, v in ckpt.get("state_dict", {}).items() if k.startswith("model.")}
@@ -46,17 +54,25 @@ def load_pretrained(model: nn.Module, init_from: str) -> dict[str, Any]:
             raise CheckpointError(f"task.init_from={init_from} has a vocabulary of {theirs} tokens but the data's "
                                   f"tokenizer has {ours}; finetune on the checkpoint's own tokenizer: "
                                   f"data.tokenizer={path}.")
-        _load_strict_but_mlm_transform(model, state, init_from)
+        if isinstance(model, FUNNELS):
+            _load_funnel_body(model, state, init_from)
+        else:
+            _load_strict_but_mlm_transform(model, state, init_from)
         return identity
     if isinstance(model, (XLNetLMHeadModel, XLNetModel)):
         from genlab.interop import hf_xlnet as interop
     elif isinstance(model, BertForPretraining):
         from genlab.interop import hf_bert as interop  # type: ignore[no-redef]
+    elif isinstance(model, FUNNELS):
+        from genlab.interop import hf_funnel as interop  # type: ignore[no-redef]
     else:
-        raise CheckpointError(f"task.init_from={init_from}: only XLNet and BERT import HF folders; for "
+        raise CheckpointError(f"task.init_from={init_from}: only XLNet, BERT and Funnel import HF folders; for "
                               f"{type(model).__name__} give a genlab .ckpt.")
     _check_hf_architecture(model, path, interop.config_from_hf)
-    interop.load_hf_state_dict(model, interop.read_state_dict(path), source=f"task.init_from={path}")
+    if isinstance(model, FUNNELS):
+        _import_hf_funnel(model, interop.read_state_dict(path), path, token_level)
+    else:
+        interop.load_hf_state_dict(model, interop.read_state_dict(path), source=f"task.init_from={path}")
     tokenizer = _shipped_tokenizer(path)
     if tokenizer is None:
         return {}
@@ -78,6 +94,36 @@ def _load_strict_but_mlm_transform(model: nn.Module, state: dict[str, torch.Tens
                               "model= preset the checkpoint was pretrained with.") from err
 
 
+def _load_funnel_body(model: nn.Module, state: dict[str, torch.Tensor], init_from: str) -> None:
+    """A genlab Funnel checkpoint (MLM or ELECTRA): the body strictly, the pretraining heads (MLM head, generator,
+    discriminator head) left out, since finetuning never reads them."""
+    body = model if isinstance(model, FunnelModel) else model.funnel
+    prefix = "" if isinstance(model, FunnelModel) else "funnel."
+    part = {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
+    try:
+        body.load_state_dict(part, strict=True)
+    except RuntimeError as err:
+        raise CheckpointError(f"task.init_from={init_from} does not match the Funnel body of the model config ({err}); "
+                              "use the model= sizes the checkpoint was pretrained with.") from err
+
+
+def _import_hf_funnel(model: nn.Module, state: dict[str, torch.Tensor], path: Path, token_level: bool) -> None:
+    """An HF Funnel checkpoint into the body: a checkpoint without a decoder (``FunnelBaseModel``, the hub's
+    ``-base`` variants, sequence classification) fits when the task does not need the decoder, which is then
+    dropped; the HF task heads are not imported (finetuning starts its own)."""
+    from genlab.interop.hf_funnel import load_hf_state_dict
+
+    body = model if isinstance(model, FunnelModel) else model.funnel
+    has_decoder = any(k.startswith(("decoder.", "funnel.decoder.")) for k in state)
+    if body.decoder is not None and not has_decoder:
+        if token_level:
+            raise CheckpointError(f"task.init_from={path} has no decoder (an encoder-only '-base' checkpoint), but "
+                                  "this task reads every position through the Funnel decoder; use the full "
+                                  "checkpoint (e.g. funnel-transformer/intermediate, not intermediate-base).")
+        body.decoder = None
+    load_hf_state_dict(body, state, source=f"task.init_from={path}")
+
+
 def _shipped_tokenizer(path: Path) -> Path | None:
     """The tokenizer file an HF checkpoint folder ships (spiece.model, vocab.txt, tokenizer.json), if any."""
     from genlab.data.tokenizers.from_checkpoint import tokenizer_file
@@ -88,7 +134,16 @@ def _shipped_tokenizer(path: Path) -> Path | None:
 ARCH_KEYS = {"xlnet": ("vocab_size", "n_layer", "d_model", "n_head", "d_head", "d_inner", "ff_activation", "untie_r",
                        "layer_norm_eps"),
              "bert": ("vocab_size", "n_layer", "d_model", "n_head", "d_inner", "max_position", "type_vocab_size",
-                      "layer_norm_eps")}
+                      "layer_norm_eps"),
+             "funnel": ("vocab_size", "block_sizes", "block_repeats", "d_model", "n_head", "d_head", "d_inner",
+                        "activation", "layer_norm_eps", "pooling_type", "pool_q_only", "separate_cls",
+                        "truncate_seq")}
+
+
+def _arch_family(model: nn.Module) -> str:
+    if isinstance(model, BertForPretraining):
+        return "bert"
+    return "funnel" if isinstance(model, FUNNELS) else "xlnet"
 
 
 def _arch(model: nn.Module) -> dict[str, Any]:
@@ -109,7 +164,7 @@ def _check_hf_architecture(model: nn.Module, path: Path, config_from_hf: Callabl
         theirs = config_from_hf(json.loads(config.read_text()))
     except CheckpointError as err:
         raise CheckpointError(f"task.init_from={path}: {err}") from err
-    ours, keys = _arch(model), ARCH_KEYS["bert" if isinstance(model, BertForPretraining) else "xlnet"]
+    ours, keys = _arch(model), ARCH_KEYS[_arch_family(model)]
     if theirs["vocab_size"] != ours["vocab_size"]:
         shipped = _shipped_tokenizer(path) or "<the checkpoint's spiece.model / vocab.txt>"
         raise CheckpointError(f"task.init_from={path} has a vocabulary of {theirs['vocab_size']} tokens but the data's "
@@ -127,17 +182,18 @@ class FinetuneTask(pl.LightningModule):
     def __init__(self, model: nn.Module, optimizer: Callable[..., torch.optim.Optimizer],
                  scheduler: Callable[..., dict] | None, monitor: str, monitor_mode: str, weight_decay: float,
                  layer_decay: float, layer_decay_mode: str, summary_dropout: float, init_from: str | None,
-                 require_pretrained: bool = False, prediction_dir: str | None = None) -> None:
+                 require_pretrained: bool = False, prediction_dir: str | None = None, token_level: bool = False
+                 ) -> None:
         super().__init__()
         self.prediction_dir = prediction_dir
         if require_pretrained and not init_from:
-            raise ConfigError("this preset finetunes a pretrained model: set task.init_from=<HF XLNet/BERT folder or "
-                              "genlab .ckpt> and data.tokenizer=<that folder, or the .ckpt's SentencePiece .model> (or "
-                              "task.require_pretrained=false to train from scratch).")
+            raise ConfigError("this preset finetunes a pretrained model: set task.init_from=<HF XLNet/BERT/Funnel "
+                              "folder or genlab .ckpt> and data.tokenizer=<that folder, or the .ckpt's SentencePiece "
+                              ".model> (or task.require_pretrained=false to train from scratch).")
         if monitor_mode not in ("min", "max"):
             raise ConfigError(f"task.monitor_mode={monitor_mode!r} must be 'min' or 'max'.")
-        self.pretrained_identity = load_pretrained(model, init_from) if init_from else {}
-        self.backbone = adapt(model, summary_dropout)
+        self.pretrained_identity = load_pretrained(model, init_from, token_level) if init_from else {}
+        self.backbone = adapt(model, summary_dropout, token_level)
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self.monitor, self.monitor_mode = monitor, monitor_mode
         self.weight_decay, self.layer_decay = weight_decay, layer_decay
@@ -165,7 +221,7 @@ class FinetuneTask(pl.LightningModule):
         probe = self.optimizer_factory([torch.zeros(1, requires_grad=True)])  # read the configured lr
         rate = self.layer_decay if self.layer_decay_mode == "lr_groups" else 1.0
         groups = param_groups(self, probe.defaults["lr"], self.weight_decay, rate,
-                              n_layer=self.backbone.n_layer)
+                              n_layer=self.backbone.n_layer, **self._depths())
         optimizer = self.optimizer_factory(groups)
         if self.scheduler_factory is None:
             return optimizer
@@ -174,4 +230,9 @@ class FinetuneTask(pl.LightningModule):
     def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None):
         self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
         if self.layer_decay_mode == "grad_scale":  # official: scale after clipping
-            scale_layer_gradients(self.backbone, self.layer_decay, self.backbone.n_layer)
+            scale_layer_gradients(self.backbone, self.layer_decay, self.backbone.n_layer, **self._depths())
+
+    def _depths(self) -> dict[str, Any]:
+        """The backbone's own layer depths for layer-wise decay (Funnel), else the ``layer.<l>`` rule."""
+        depth = getattr(self.backbone, "layer_depth", None)
+        return {} if depth is None else {"depth": depth, "n_ids": self.backbone.n_depth_ids}
