@@ -257,6 +257,9 @@ class PretrainDataModule(pl.LightningDataModule):
         super().__init__()
         if objective not in OBJECTIVES:
             raise ConfigError(f"data.objective={objective!r} must be one of {OBJECTIVES}.")
+        if objective == "mlm":  # the XLNet layout keys mean nothing to BERT/Funnel examples: only seq_len counts
+            reuse_len, perm_size = max(1, seq_len // 2), 1
+            num_predict = 0
         if seq_len - reuse_len > 0 and (reuse_len % perm_size or (seq_len - reuse_len) % perm_size):
             raise ConfigError(f"data.perm_size={perm_size} must divide reuse_len={reuse_len} and "
                               f"seq_len - reuse_len={seq_len - reuse_len} (each half is permuted in chunks).")
