@@ -21,7 +21,7 @@ from genlab.tasks.finetune_multiple_choice import MultipleChoiceTask
 from genlab.tasks.finetune_span import SpanExtractionTask
 
 V = 60
-TINY = dict(block_sizes=(2, 1, 1), d_model=32, n_head=2, d_head=16, d_inner=64)
+TINY = {"block_sizes": (2, 1, 1), "d_model": 32, "n_head": 2, "d_head": 16, "d_inner": 64}
 FUNNEL_VOCAB = ["<pad>", "<unk>", "<cls>", "<sep>", "<mask>", "<s>", "</s>"] + [f"w{i}" for i in range(V - 7)]
 
 
@@ -168,3 +168,30 @@ def test_funnel_layouts_of_squad_and_race_with_a_funnel_wordpiece_vocabulary(tmp
     ids, seg, _ = encode_question(q, tok, 16, 8, "funnel")
     assert ids[0, 0] == 2 and seg[0, 0] == 2 and ids[0, 1:5].tolist() == tok.encode("who sat ? the")
     assert np.all(seg[:, 1:6] == 0)
+
+
+@pytest.mark.parametrize("hf_class", ["FunnelBaseModel", "FunnelForSequenceClassification", "FunnelModel"])
+def test_a_transformers_save_pretrained_folder_finetunes_with_equal_encoder_outputs(tmp_path, hf_class):
+    """A folder written by ``transformers`` itself (what a published checkpoint is) imports through
+    ``task.init_from``: the finetuning backbone's encoder output equals HF's on an unpadded input (eval, fp32)."""
+    transformers = pytest.importorskip("transformers", reason="transformers (test dependency) is not installed")
+    config = transformers.FunnelConfig(vocab_size=V, block_sizes=[2, 1, 1], d_model=32, n_head=2, d_head=16,
+                                       d_inner=64, num_labels=2)
+    torch.manual_seed(0)
+    hf = getattr(transformers, hf_class)(config).eval()
+    with torch.no_grad():  # spread HF's small r_* init so every term matters
+        for p in hf.parameters():
+            p.add_(torch.randn_like(p) * 0.2)
+    hf.save_pretrained(tmp_path / "hf", safe_serialization=True)
+    task = classifier(FunnelForMaskedLM(V, **TINY), init_from=str(tmp_path / "hf")).eval()
+    ids = torch.randint(7, V, (2, 16))
+    types = torch.cat([torch.full((2, 1), 2), torch.zeros(2, 7, dtype=torch.long), torch.ones(2, 8, dtype=torch.long)],
+                      dim=1)
+    body = hf.funnel if hasattr(hf, "funnel") else hf
+    with torch.no_grad():
+        if hf_class == "FunnelModel":  # its output is the decoder's: compare the encoder's
+            theirs = body.encoder(body.embeddings(ids), torch.ones_like(ids), types).last_hidden_state
+        else:
+            theirs = body(ids, token_type_ids=types).last_hidden_state
+        ours = task.backbone.encode(ids, types, torch.ones_like(ids))
+    torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=1e-5)
