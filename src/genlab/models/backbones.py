@@ -15,6 +15,7 @@ names, so layer-wise learning-rate decay (genlab.tasks.layerwise_lr) sees the de
 
 from __future__ import annotations
 
+import re
 from typing import Protocol, runtime_checkable
 
 import torch
@@ -90,11 +91,20 @@ class BertBackbone(nn.Module):
         return self.summary_dropout(self.bert.pooler(hidden))
 
 
+_FUNNEL_EMBEDDING = re.compile(r"(?:^|\.)funnel\.(?:embeddings|input_proj)\.")
+_FUNNEL_ENCODER = re.compile(r"(?:^|\.)funnel\.encoder\.layer\.(\d+)\.")
+_FUNNEL_DECODER = re.compile(r"(?:^|\.)funnel\.decoder\.layers\.(\d+)\.")
+
+
 class FunnelBackbone(nn.Module):
     """Funnel body of a pretraining model (the discriminator for ELECTRA; generator and heads dropped). Sequence
     tasks read the encoder only (length T_M) and summarise its [CLS] row 0 as ``dropout(tanh(W h_0 + b))`` with a
     fresh projection (spec funnel_transformer.md §2.7, HF ``FunnelClassificationHead`` = this summary followed by
-    ``heads.ClassificationHead``); ``use_decoder=True`` keeps the decoder for token-level tasks (SQuAD)."""
+    ``heads.ClassificationHead``); ``use_decoder=True`` keeps the decoder for token-level tasks (SQuAD); a 1-block
+    model (the L-layer baselines) is full length without one.
+
+    Layer-wise learning-rate decay follows the original code (spec §3.2): ``layer_depth`` gives the embedding id 0,
+    encoder layer k id k + 1 and decoder layer i id ``n_encoder + 1 + i``, over ``n_depth_ids`` ids."""
 
     cls_position = "first"
 
@@ -104,9 +114,12 @@ class FunnelBackbone(nn.Module):
         self.funnel = model if isinstance(model, FunnelModel) else model.funnel
         if not use_decoder:
             self.funnel.decoder = None  # unused parameters would stall DDP and take optimiser state
-        elif self.funnel.decoder is None:
-            raise ConfigError("use_decoder=true needs a Funnel model built with model.use_decoder=true")
+        elif self.funnel.decoder is None and len(self.funnel.arch["block_sizes"]) > 1:
+            raise ConfigError("a token-level task (SQuAD) needs the Funnel decoder: build the model with "
+                              "model.use_decoder=true (a 1-block model needs none)")
         self.d_model, self.n_layer = self.funnel.d_model, self.funnel.n_layer
+        n_decoder = 0 if self.funnel.decoder is None else len(self.funnel.decoder.layers)
+        self.n_depth_ids = 1 + self.n_layer + n_decoder
         self.summary_proj = nn.Linear(self.d_model, self.d_model)
         nn.init.trunc_normal_(self.summary_proj.weight, std=init_std, a=-2 * init_std, b=2 * init_std)
         nn.init.zeros_(self.summary_proj.bias)
@@ -119,13 +132,24 @@ class FunnelBackbone(nn.Module):
     def summary(self, hidden: Tensor) -> Tensor:
         return self.summary_dropout(torch.tanh(self.summary_proj(hidden[:, 0])))
 
+    def layer_depth(self, name: str) -> int | None:
+        """Depth id of a parameter named ``...funnel.<...>`` (None for the heads and the summary projection)."""
+        if _FUNNEL_EMBEDDING.search(name):
+            return 0
+        m = _FUNNEL_ENCODER.search(name)
+        if m:
+            return int(m.group(1)) + 1
+        m = _FUNNEL_DECODER.search(name)
+        return None if m is None else self.n_layer + 1 + int(m.group(1))
 
-def adapt(model: nn.Module, summary_dropout: float = 0.1) -> nn.Module:
-    """Wrap a pretraining model (or bare backbone) in its finetuning adapter; adapters pass through."""
+
+def adapt(model: nn.Module, summary_dropout: float = 0.1, token_level: bool = False) -> nn.Module:
+    """Wrap a pretraining model (or bare backbone) in its finetuning adapter; adapters pass through.
+    ``token_level``: the task reads every position (SQuAD), so a Funnel keeps its decoder."""
     if isinstance(model, (XLNetBackbone, BertBackbone, FunnelBackbone)) or isinstance(model, Backbone):
         return model
     if isinstance(model, (FunnelModel, FunnelForMaskedLM, FunnelElectra)):
-        return FunnelBackbone(model, summary_dropout)
+        return FunnelBackbone(model, summary_dropout, use_decoder=token_level)
     if isinstance(model, (XLNetLMHeadModel, XLNetModel)):
         return XLNetBackbone(model, summary_dropout)
     if isinstance(model, BertForPretraining):

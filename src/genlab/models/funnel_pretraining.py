@@ -35,6 +35,15 @@ def _body_kwargs(values: dict) -> dict:
     return {name: values[name] for name in inspect.signature(FunnelModel).parameters}
 
 
+def _check_full_length(block_sizes: tuple[int, ...], use_decoder: bool, why: str) -> None:
+    """Token-level pretraining needs full-length outputs: the decoder, unless there is one block (no pooling: the
+    L-layer baselines of the thesis, e.g. L12H768, pretrain without a decoder)."""
+    if not use_decoder and len(block_sizes) > 1:
+        raise ConfigError(f"model.use_decoder=false with {len(block_sizes)} blocks: {why}, so it needs the decoder "
+                          "(the encoder output is shorter than the input); only a 1-block model (no pooling) "
+                          "pretrains without one")
+
+
 class FunnelForMaskedLM(nn.Module):
     """``funnel`` (with decoder) + ``lm_head``; ``mlm_transform=False`` is HF ``FunnelForMaskedLM``'s head."""
 
@@ -69,9 +78,7 @@ class FunnelForMaskedLM(nn.Module):
         mlm_transform: bool = True,
     ) -> None:
         super().__init__()
-        if not use_decoder:
-            raise ConfigError("model.use_decoder=false: masked-LM pretraining predicts every position, so it needs "
-                              "the decoder (the encoder output is shorter than the input)")
+        _check_full_length(block_sizes, use_decoder, "masked-LM pretraining predicts every position")
         self.funnel = FunnelModel(**_body_kwargs(locals()))
         self.arch = {**self.funnel.arch, "mlm_transform": mlm_transform}
         self.lm_head = FunnelMLMHead(self.funnel.d_model, self.funnel.d_embed, vocab_size, layer_norm_eps,
@@ -138,8 +145,7 @@ class FunnelElectra(nn.Module):
         mlm_transform: bool = True,
     ) -> None:
         super().__init__()
-        if not use_decoder:
-            raise ConfigError("model.use_decoder=false: ELECTRA scores every position, so it needs the decoder")
+        _check_full_length(block_sizes, use_decoder, "ELECTRA scores every position")
         body = _body_kwargs(locals())
         self.funnel = FunnelModel(**body)
         d_embed = self.funnel.d_embed

@@ -3,12 +3,15 @@ adapter, optimiser groups with the official weight-decay rule and layer-wise lea
 that the checkpoint's tokenizer is the one the data uses.
 
 ``init_from`` (a config key) names what to start from:
-* a Hugging Face XLNet or BERT folder or weights file (``config.json`` + ``model.safetensors``/``pytorch_model.bin``,
-  e.g. the published ``xlnet-base-cased`` or ``bert-base-uncased`` saved offline) — imported strictly; when the folder
-  ships its tokenizer (``spiece.model`` / ``vocab.txt``), the finetuning data must use it (``data.tokenizer=<folder>``);
+* a Hugging Face XLNet, BERT or Funnel folder or weights file (``config.json`` + ``model.safetensors``/
+  ``pytorch_model.bin``, e.g. the published ``xlnet-base-cased``, ``bert-base-uncased`` or
+  ``funnel-transformer/intermediate`` saved offline) — imported strictly; when the folder ships its tokenizer
+  (``spiece.model`` / ``vocab.txt``), the finetuning data must use it (``data.tokenizer=<folder>``). A Funnel
+  checkpoint without a decoder (the hub's ``-base`` variants) serves the sequence tasks; SQuAD needs the decoder;
 * a genlab pretraining checkpoint (``.ckpt`` written by ``train.py``, e.g. ``experiment=xlnet_base``): its
   ``model.*`` weights load strictly into the same model config, and its recorded tokenizer identity must equal the
-  finetuning data's (``data.tokenizer`` must be the pretraining SentencePiece model);
+  finetuning data's (``data.tokenizer`` must be the pretraining SentencePiece model). For a Funnel only the body
+  (``model.funnel.*``) is loaded, so an MLM or an ELECTRA checkpoint finetunes with the same ``model=funnel_*``;
 * null: random initialisation (the ``_mini`` presets; results are then from scratch).
 """
 
@@ -25,19 +28,24 @@ from genlab import checkpoints
 from genlab.errors import CheckpointError, ConfigError
 from genlab.models.backbones import adapt
 from genlab.models.bert import BertForPretraining
+from genlab.models.funnel import FunnelModel
+from genlab.models.funnel_pretraining import FunnelElectra, FunnelForMaskedLM
 from genlab.models.xlnet import XLNetLMHeadModel, XLNetModel
 from genlab.parallel import ParallelizeMixin
 from genlab.tasks.data_interface import IdentifiedData, datamodule_of
 from genlab.tasks.layerwise_lr import check_mode, layer_decay_groups
 from genlab.tasks.optim import TaskOptimization, configured_lr
 
+FUNNELS = (FunnelModel, FunnelForMaskedLM, FunnelElectra)
 
-def load_pretrained(model: nn.Module, init_from: str) -> dict[str, Any]:
-    """Load weights into ``model`` in place; returns the checkpoint's recorded data identity (may be empty)."""
+
+def load_pretrained(model: nn.Module, init_from: str, token_level: bool = False) -> dict[str, Any]:
+    """Load weights into ``model`` in place; returns the checkpoint's recorded data identity (may be empty).
+    ``token_level``: the task reads every position (a Funnel then needs the checkpoint's decoder)."""
     path = Path(init_from).expanduser()
     if not path.exists():
-        raise CheckpointError(f"task.init_from={init_from}: no such file or folder; give an HF XLNet/BERT folder or a "
-                              "genlab .ckpt file, or null to start from scratch.")
+        raise CheckpointError(f"task.init_from={init_from}: no such file or folder; give an HF XLNet/BERT/Funnel "
+                              "folder or a genlab .ckpt file, or null to start from scratch.")
     if path.suffix == ".ckpt":
         ckpt = checkpoints.load(path, key="task.init_from")
         state = checkpoints.submodule_weights(ckpt)
@@ -48,17 +56,25 @@ def load_pretrained(model: nn.Module, init_from: str) -> dict[str, Any]:
         ours = {k: v for k, v in _arch(model).items() if k == "vocab_size"}  # the data's, through model_overrides
         checkpoints.check_data_identity(identity, ours, f"task.init_from={init_from}",
                                         fix=f"finetune on the checkpoint's own tokenizer: data.tokenizer={path}")
-        _load_strict_but_mlm_transform(model, state, init_from)
+        if isinstance(model, FUNNELS):
+            _load_funnel_body(model, state, init_from)
+        else:
+            _load_strict_but_mlm_transform(model, state, init_from)
         return identity
     if isinstance(model, (XLNetLMHeadModel, XLNetModel)):
         from genlab.interop import hf_xlnet as interop
     elif isinstance(model, BertForPretraining):
         from genlab.interop import hf_bert as interop  # type: ignore[no-redef]
+    elif isinstance(model, FUNNELS):
+        from genlab.interop import hf_funnel as interop  # type: ignore[no-redef]
     else:
-        raise CheckpointError(f"task.init_from={init_from}: only XLNet and BERT import HF folders; for "
+        raise CheckpointError(f"task.init_from={init_from}: only XLNet, BERT and Funnel import HF folders; for "
                               f"{type(model).__name__} give a genlab .ckpt.")
     _check_hf_architecture(model, path, interop.config_from_hf)
-    interop.load_hf_state_dict(model, interop.read_state_dict(path), source=f"task.init_from={path}")
+    if isinstance(model, FUNNELS):
+        _import_hf_funnel(model, interop.read_state_dict(path), path, token_level)
+    else:
+        interop.load_hf_state_dict(model, interop.read_state_dict(path), source=f"task.init_from={path}")
     tokenizer = _shipped_tokenizer(path)
     if tokenizer is None:
         return {}
@@ -80,6 +96,36 @@ def _load_strict_but_mlm_transform(model: nn.Module, state: dict[str, torch.Tens
                               "model= preset the checkpoint was pretrained with.") from err
 
 
+def _load_funnel_body(model: nn.Module, state: dict[str, torch.Tensor], init_from: str) -> None:
+    """A genlab Funnel checkpoint (MLM or ELECTRA): the body strictly, the pretraining heads (MLM head, generator,
+    discriminator head) left out, since finetuning never reads them."""
+    body = model if isinstance(model, FunnelModel) else model.funnel
+    prefix = "" if isinstance(model, FunnelModel) else "funnel."
+    part = {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
+    try:
+        body.load_state_dict(part, strict=True)
+    except RuntimeError as err:
+        raise CheckpointError(f"task.init_from={init_from} does not match the Funnel body of the model config ({err}); "
+                              "use the model= sizes the checkpoint was pretrained with.") from err
+
+
+def _import_hf_funnel(model: nn.Module, state: dict[str, torch.Tensor], path: Path, token_level: bool) -> None:
+    """An HF Funnel checkpoint into the body: a checkpoint without a decoder (``FunnelBaseModel``, the hub's
+    ``-base`` variants, sequence classification) fits when the task does not need the decoder, which is then
+    dropped; the HF task heads are not imported (finetuning starts its own)."""
+    from genlab.interop.hf_funnel import load_hf_state_dict
+
+    body = model if isinstance(model, FunnelModel) else model.funnel
+    has_decoder = any(k.startswith(("decoder.", "funnel.decoder.")) for k in state)
+    if body.decoder is not None and not has_decoder:
+        if token_level:
+            raise CheckpointError(f"task.init_from={path} has no decoder (an encoder-only '-base' checkpoint), but "
+                                  "this task reads every position through the Funnel decoder; use the full "
+                                  "checkpoint (e.g. funnel-transformer/intermediate, not intermediate-base).")
+        body.decoder = None
+    load_hf_state_dict(body, state, source=f"task.init_from={path}")
+
+
 def _shipped_tokenizer(path: Path) -> Path | None:
     """The tokenizer file an HF checkpoint folder ships (spiece.model, vocab.txt, tokenizer.json), if any."""
     from genlab.data.tokenizers.from_checkpoint import tokenizer_file
@@ -90,7 +136,16 @@ def _shipped_tokenizer(path: Path) -> Path | None:
 ARCH_KEYS = {"xlnet": ("vocab_size", "n_layer", "d_model", "n_head", "d_head", "d_inner", "ff_activation", "untie_r",
                        "layer_norm_eps"),
              "bert": ("vocab_size", "n_layer", "d_model", "n_head", "d_inner", "max_position", "type_vocab_size",
-                      "layer_norm_eps")}
+                      "layer_norm_eps"),
+             "funnel": ("vocab_size", "block_sizes", "block_repeats", "d_model", "n_head", "d_head", "d_inner",
+                        "activation", "layer_norm_eps", "pooling_type", "pool_q_only", "separate_cls",
+                        "truncate_seq")}
+
+
+def _arch_family(model: nn.Module) -> str:
+    if isinstance(model, BertForPretraining):
+        return "bert"
+    return "funnel" if isinstance(model, FUNNELS) else "xlnet"
 
 
 def _arch(model: nn.Module) -> dict[str, Any]:
@@ -111,7 +166,7 @@ def _check_hf_architecture(model: nn.Module, path: Path, config_from_hf: Callabl
         theirs = config_from_hf(json.loads(config.read_text()))
     except CheckpointError as err:
         raise CheckpointError(f"task.init_from={path}: {err}") from err
-    ours, keys = _arch(model), ARCH_KEYS["bert" if isinstance(model, BertForPretraining) else "xlnet"]
+    ours, keys = _arch(model), ARCH_KEYS[_arch_family(model)]
     if theirs["vocab_size"] != ours["vocab_size"]:
         shipped = _shipped_tokenizer(path) or "<the checkpoint's spiece.model / vocab.txt>"
         raise CheckpointError(f"task.init_from={path} has a vocabulary of {theirs['vocab_size']} tokens but the data's "
@@ -130,17 +185,18 @@ class FinetuneTask(TaskOptimization, ParallelizeMixin, pl.LightningModule):
     def __init__(self, model: nn.Module, optimizer: Callable[..., torch.optim.Optimizer],
                  scheduler: Callable[..., dict] | None, monitor: str, monitor_mode: str, weight_decay: float,
                  layer_decay: float, layer_decay_mode: str, summary_dropout: float, init_from: str | None,
-                 require_pretrained: bool = False, prediction_dir: str | None = None) -> None:
+                 require_pretrained: bool = False, prediction_dir: str | None = None, token_level: bool = False
+                 ) -> None:
         super().__init__()
         self.prediction_dir = prediction_dir
         if require_pretrained and not init_from:
-            raise ConfigError("this preset finetunes a pretrained model: set task.init_from=<HF XLNet/BERT folder or "
-                              "genlab .ckpt> and data.tokenizer=<that folder, or the .ckpt's SentencePiece .model> (or "
-                              "task.require_pretrained=false to train from scratch).")
+            raise ConfigError("this preset finetunes a pretrained model: set task.init_from=<HF XLNet/BERT/Funnel "
+                              "folder or genlab .ckpt> and data.tokenizer=<that folder, or the .ckpt's SentencePiece "
+                              ".model> (or task.require_pretrained=false to train from scratch).")
         if monitor_mode not in ("min", "max"):
             raise ConfigError(f"task.monitor_mode={monitor_mode!r} must be 'min' or 'max'.")
-        self.pretrained_identity = load_pretrained(model, init_from) if init_from else {}
-        self.backbone = adapt(model, summary_dropout)
+        self.pretrained_identity = load_pretrained(model, init_from, token_level) if init_from else {}
+        self.backbone = adapt(model, summary_dropout, token_level)
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self.monitor, self.monitor_mode = monitor, monitor_mode
         self.weight_decay, self.layer_decay = weight_decay, layer_decay
@@ -167,7 +223,12 @@ class FinetuneTask(TaskOptimization, ParallelizeMixin, pl.LightningModule):
     def layer_count(self) -> int:
         return self.backbone.n_layer
 
+    def layer_depths(self) -> dict[str, Any]:
+        """The backbone's own layer depths for layer-wise decay (Funnel), else the ``layer.<l>`` rule."""
+        depth = getattr(self.backbone, "layer_depth", None)
+        return {} if depth is None else {"depth": depth, "n_ids": self.backbone.n_depth_ids}
+
     def optimizer_groups(self) -> list[dict[str, Any]]:
         rate = self.layer_decay if self.layer_decay_mode == "lr_groups" else 1.0  # grad_scale: after clipping
         return layer_decay_groups(self, configured_lr(self.optimizer_factory), self.weight_decay, rate,
-                                  n_layer=self.layer_count())
+                                  n_layer=self.layer_count(), **self.layer_depths())

@@ -40,7 +40,7 @@ class SpanExtractionTask(FinetuneTask):
                  init_from: str | None = None, require_pretrained: bool = False,
                  prediction_dir: str | None = None) -> None:
         super().__init__(model, optimizer, scheduler, monitor, monitor_mode, weight_decay, layer_decay,
-                         layer_decay_mode, 0.0, init_from, require_pretrained, prediction_dir)
+                         layer_decay_mode, 0.0, init_from, require_pretrained, prediction_dir, token_level=True)
         if version not in ("1.1", "2.0"):
             raise ConfigError(f"task.version={version!r} must be '1.1' or '2.0'.")
         if threshold not in ("search_on_dev", "fixed"):
@@ -49,7 +49,8 @@ class SpanExtractionTask(FinetuneTask):
         self._dev_version = version  # the scored dev set's version, read from the DataModule at each evaluation
         self.start_n_top, self.end_n_top, self.n_best = start_n_top, end_n_top, n_best
         self.max_answer_length = max_answer_length
-        eps = getattr(getattr(self.backbone, "transformer", None), "arch", {}).get("layer_norm_eps", 1e-12)
+        body = getattr(self.backbone, "transformer", None) or getattr(self.backbone, "funnel", None)
+        eps = getattr(body, "arch", {}).get("layer_norm_eps", 1e-12)
         self.head = SpanHead(self.backbone.d_model, layer_norm_eps=eps)
         self._results: dict[int, dict[str, np.ndarray]] = {}
 

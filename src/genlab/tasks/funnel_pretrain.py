@@ -6,7 +6,8 @@ original token at the targets and -100 elsewhere, ``token_type_ids``, ``attentio
 ``genlab.tasks.pretrain.MaskedLMTask``'s; the MLM loss is its mean cross-entropy over the targets.
 
 * :class:`FunnelMLMTask`: the original code also hides the [MASK] tokens from attention (they are never keys,
-  ``mlm_mask_tokens_as_keys: false``), which the key mask then carries through every pooling.
+  ``mlm_mask_tokens_as_keys: false``), which the key mask then carries through every pooling. Logs the
+  masked-token accuracy next to the loss.
 * :class:`FunnelElectraTask`: generator MLM loss on the masked input; at the targets the generator's
   Gumbel-argmax samples replace the tokens (no gradient flows through the sampling); the discriminator scores
   every non-pad position, target ``1 = original`` (a sample equal to the original counts as original); loss =
@@ -60,7 +61,18 @@ class FunnelMLMTask(MaskedLMTask):
         return mask
 
     def _objective(self, batch: dict, train: bool) -> tuple[Tensor, float]:
-        return super()._objective({**batch, "attention_mask": self.attention_mask(batch)}, train)
+        """Mean CE over the targets; logs the masked-token accuracy (``train/mlm_acc`` per step, ``valid/mlm_acc``
+        and ``test/mlm_acc`` averaged over the targets of the split: the spec §7a acceptance metric)."""
+        out = self.model(batch["input_ids"], batch.get("token_type_ids"), self.attention_mask(batch))
+        sel = batch["labels"] != -100
+        target = batch["labels"][sel]
+        logits = self.model.mlm_logits(out.hidden[sel]).float()
+        n = int(target.numel())
+        if self._trainer is not None and n:
+            split = "train" if train else ("test" if self.trainer.testing else "valid")
+            accuracy = (logits.detach().argmax(-1) == target).float().mean()
+            self.log(f"{split}/mlm_acc", accuracy, on_step=train, on_epoch=not train, batch_size=n)
+        return F.cross_entropy(logits, target), float(n)
 
 
 def gumbel_argmax(logits: Tensor, generator: torch.Generator | None = None) -> Tensor:

@@ -57,7 +57,11 @@ from genlab.models.gpt import (
     transfer_pretrained,
 )
 from genlab.parallel import ParallelizeMixin
-from genlab.tasks.data_interface import ClassificationData, MultipleChoiceData, datamodule_of
+from genlab.tasks.data_interface import (
+    ClassificationData,
+    MultipleChoiceData,
+    datamodule_of,
+)
 from genlab.tasks.gpt_optim import ndim_decay_groups
 
 KINDS = ("classification", "similarity", "multiple_choice")

@@ -10,11 +10,17 @@ Layer-wise decay, two modes:
 * ``grad_scale`` (bit-faithful to the official code): after clipping, multiply the gradients of the
   ``layer_<l>`` scope by ``rate^(L-1-l)``; the ``r_*`` biases, ``seg_embed``, embeddings, mask_emb, lm_loss bias
   and heads stay unscaled, because in TF they live outside those scopes.
+
+A backbone may instead give every parameter its depth itself (``depth(name) -> id | None`` over ``n_ids`` ids, the
+Funnel-Transformer rule of spec funnel_transformer.md §3.2: embedding 0, encoder layer k -> k + 1, decoder layer i
+-> n_encoder + 1 + i; scale ``rate^(n_ids-1-id)``, in both modes, for every parameter with an id, the per-layer
+``r_*`` biases and ``seg_embed`` included since they live inside the TF layer scopes there).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -49,12 +55,16 @@ def _unique_named(model: nn.Module):
             yield name, p
 
 
+Depth = Callable[[str], "int | None"]
+
+
 def layer_decay_groups(
     model: nn.Module, lr: float, weight_decay: float, layer_decay: float = 1.0, n_layer: int | None = None,
-    include_embeddings: bool = False,
+    include_embeddings: bool = False, depth: Depth | None = None, n_ids: int | None = None,
 ) -> list[dict[str, Any]]:
     """Optimiser groups ``{params, lr, weight_decay}`` by (decayed under the official name rule?, layer-wise learning
-    rate ``lr_groups`` mode); ``layer_decay=1`` gives the decay split alone."""
+    rate ``lr_groups`` mode); ``layer_decay=1`` gives the decay split alone. With ``depth``/``n_ids`` (see the module
+    docstring) the backbone's own depths replace the ``layer.<l>`` rule."""
     names = [n for n, _ in _unique_named(model)]
     if n_layer is None:
         layers = [layer_of(n) for n in names]
@@ -62,7 +72,10 @@ def layer_decay_groups(
     groups: dict[tuple[bool, float], list[nn.Parameter]] = {}
     for name, p in _unique_named(model):
         layer = layer_of(name)
-        if layer is not None:
+        if depth is not None:
+            d = depth(name)
+            scale = 1.0 if d is None else layer_decay ** (n_ids - 1 - d)
+        elif layer is not None:
             scale = layer_decay ** (n_layer - 1 - layer)
         elif include_embeddings and any(k in name for k in EMBEDDING_NAMES):
             scale = layer_decay**n_layer
@@ -73,11 +86,18 @@ def layer_decay_groups(
             for (dec, g_lr), ps in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0]))]
 
 
-def scale_layer_gradients(model: nn.Module, layer_decay: float, n_layer: int | None = None) -> None:
+def scale_layer_gradients(model: nn.Module, layer_decay: float, n_layer: int | None = None,
+                          depth: Depth | None = None, n_ids: int | None = None) -> None:
     """``grad_scale`` mode: call after gradient clipping, before the optimiser step."""
     if layer_decay == 1.0:
         return
     named = list(_unique_named(model))
+    if depth is not None:
+        for name, p in named:
+            d = depth(name)
+            if d is not None and p.grad is not None:
+                p.grad.mul_(layer_decay ** (n_ids - 1 - d))
+        return
     if n_layer is None:
         n_layer = 1 + max((layer_of(n) for n, _ in named if layer_of(n) is not None), default=-1)
     for name, p in named:

@@ -67,6 +67,10 @@ class TaskOptimization:
         """Depth for layer-wise decay; None infers it from the ``...layer.<l>.`` parameter names."""
         return None
 
+    def layer_depths(self) -> dict[str, Any]:
+        """``depth``/``n_ids`` of a backbone that numbers its own layers (Funnel); empty for the ``layer.<l>`` rule."""
+        return {}
+
     def configure_optimizers(self):
         optimizer = self.optimizer_factory(self.optimizer_groups())
         if self.scheduler_factory is None:
@@ -76,7 +80,7 @@ class TaskOptimization:
     def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None):
         self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
         if self.layer_decay_mode == "grad_scale":  # official: scale after clipping
-            scale_layer_gradients(self, self.layer_decay, self.layer_count())
+            scale_layer_gradients(self, self.layer_decay, self.layer_count(), **self.layer_depths())
 
 
 def _schedule(optimizer: torch.optim.Optimizer, factor, interval: str = "step") -> dict[str, Any]:

@@ -5,7 +5,8 @@ Batches (dicts of tensors, fixed length ``max_seq_len``):
 ``labels`` [B] long (class index) or float (STS-B), ``index`` [B] long (row of the example in its split).
 
 Layouts (spec xlnet.md §5.1): ``xlnet`` = ``A <sep> B <sep> <cls>``, segments A=0, B=1, ``<cls>``=2, padding=4,
-**left** padding with id 0 so ``<cls>`` is last; ``bert`` = ``<cls> A <sep> B <sep>``, segments 0/1, right padding.
+**left** padding with id 0 so ``<cls>`` is last; ``bert`` = ``<cls> A <sep> B <sep>``, segments 0/1, right padding;
+``funnel`` = the ``bert`` layout with segment 2 on ``<cls>`` (Funnel-Transformer, spec funnel_transformer.md §4.2).
 Pair truncation drops the last token of the longer of A/B until everything fits.
 
 Evaluation splits: validation = the task's dev split(s) (MNLI: matched, mismatched); test = the same labelled dev
@@ -44,7 +45,7 @@ from genlab.utils import atomic_write, stable_hash
 
 CLS_ID, SEP_ID, PAD_ID = 3, 4, 0  # XLNet SentencePiece ids (genlab.data.pretrain.corpus); XLNet pads with id 0
 SEG_A, SEG_B, SEG_CLS, SEG_PAD = 0, 1, 2, 4
-LAYOUTS = ("xlnet", "bert")
+LAYOUTS = ("xlnet", "bert", "funnel")
 # human labels: SST-2, IMDB, Yelp-2, Amazon-2; the others are generated (each module says how)
 MINIS = {"sst2": SST2_MINI, "imdb": IMDB_MINI, **GLUE_MINIS, **ZHANG_MINIS, **nli.NLI_MINIS}
 
@@ -72,7 +73,7 @@ def encode_pair(a: list[int], b: list[int] | None, max_len: int, layout: str = "
         return (np.array([pad_id] * pad + ids), np.array([SEG_PAD] * pad + seg),
                 np.array([0] * pad + [1] * len(ids)))
     ids = [cls_id] + a + [sep_id] + tail  # [CLS] A [SEP] B [SEP], right padding
-    seg = [0] * (len(a) + 2) + [1] * len(tail)
+    seg = [SEG_CLS if layout == "funnel" else 0] + [0] * (len(a) + 1) + [1] * len(tail)
     pad = max_len - len(ids)
     return np.array(ids + [pad_id] * pad), np.array(seg + [0] * pad), np.array([1] * len(ids) + [0] * pad)
 

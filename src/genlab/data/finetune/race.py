@@ -4,7 +4,8 @@ Layout on disk: ``<root>/{train,dev,test}/{middle,high}/*.txt``, each a JSON obj
 ``questions`` [n], ``options`` [n][4], ``answers`` [n] (letters A-D) and ``id``.
 
 Each question gives 4 sequences ``[article] <sep> [qa_i] <sep> <cls>`` (XLNet, left padding; ``bert`` layout:
-``<cls> article <sep> qa_i <sep>``, with a WordPiece checkpoint's own ``[CLS]``/``[SEP]``/``[PAD]`` ids), where
+``<cls> article <sep> qa_i <sep>``, with a WordPiece checkpoint's own ``[CLS]``/``[SEP]``/``[PAD]`` ids; ``funnel``:
+``<cls> qa_i <sep> article <sep>`` with segment 2 on ``<cls>``, as Funnel's original race.py), where
 ``qa_i`` is the question with ``_`` replaced by option i when it has a blank, else ``question + " " + option``;
 ``qa_i`` keeps its **last** ``max_qa_length`` pieces and the article is cut from the end to fit. Each option gets
 a fresh copy of the article pieces (the released code's cross-option contamination, issue #204, is not
@@ -91,15 +92,17 @@ def qa_text(question: str, option: str) -> str:
 def encode_question(q: RaceQuestion, tok, max_seq_len: int, max_qa_length: int, layout: str
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     specials = special_ids(tok)  # a WordPiece vocabulary's [CLS]/[SEP]/[PAD]; none for SentencePiece
-    if specials and layout != "bert":
+    if specials and layout == "xlnet":
         raise DataError(f"data.layout={layout!r} with a WordPiece (BERT) tokenizer: a BERT checkpoint reads "
-                        "[CLS] article [SEP] question+option [SEP]; set data.layout=bert.")
+                        "[CLS] article [SEP] question+option [SEP]; set data.layout=bert (funnel for a Funnel).")
     article = tok.encode(q.article)
     rows = []
     for opt in q.options:
         qa = tok.encode(qa_text(q.question, opt))[-max_qa_length:]
         art = list(article[: max(0, max_seq_len - 3 - len(qa))])  # fresh copy per option
-        rows.append(encode_pair(art, qa, max_seq_len, layout, **specials))
+        # Funnel (original race.py): [CLS] question+option [SEP] article [SEP]; BERT/XLNet put the article first
+        rows.append(encode_pair(qa, art, max_seq_len, layout, **specials) if layout == "funnel"
+                    else encode_pair(art, qa, max_seq_len, layout, **specials))
     return tuple(np.stack([r[k] for r in rows]) for k in range(3))
 
 

@@ -10,6 +10,8 @@ and ``is_impossible`` = 1.
 With a WordPiece tokenizer (a BERT checkpoint's ``vocab.txt``, ``data.layout=bert``) the features use BERT's own
 layout and special ids: ``[CLS] [Q pieces] [SEP] [P pieces] [SEP] [PAD]``, segments Q=0, P=1, ``cls_index`` = 0,
 ``p_mask`` 0 only on ``[CLS]`` and the paragraph; every paragraph piece of a window may start or end an answer.
+The ``funnel`` layout is that question-first layout with segment 2 on ``[CLS]``, with either tokenizer (spec
+funnel_transformer.md §4.2).
 
 Character alignment (genlab.data.finetune.squad_align): the whole paragraph is encoded once. SentencePiece pieces are
 aligned to the raw characters by the official longest-common-subsequence match, so normalisation differences
@@ -164,12 +166,14 @@ def build_features(examples: list[SquadExample], tok, max_seq_len: int = 512, do
                    ) -> tuple[SquadFeatures, int]:
     """Windows of every example; returns (features, number of answers whose text mismatched its offset)."""
     specials = special_ids(tok)
-    if specials and layout != "bert":
+    if specials and layout == "xlnet":
         raise DataError(f"data.layout={layout!r} with a WordPiece (BERT) tokenizer: a BERT checkpoint reads "
-                        "[CLS] question [SEP] paragraph [SEP]; set data.layout=bert.")
+                        "[CLS] question [SEP] paragraph [SEP]; set data.layout=bert (funnel for a Funnel).")
     cls_id, sep_id, pad_id = (specials.get(k, d) for k, d in (("cls_id", CLS_ID), ("sep_id", SEP_ID),
                                                                 ("pad_id", PAD_ID)))
-    question_first = bool(specials)  # the real BERT layout; SentencePiece keeps the paragraph-first one
+    # the real BERT layout and Funnel's (segment 2 on [CLS]); SentencePiece BERT keeps the paragraph-first one
+    question_first = bool(specials) or layout == "funnel"
+    cls_seg = 2 if layout == "funnel" else 0
     seg_q, seg_cls, seg_pad = (1, 2, 3) if layout == "xlnet" else (1, 1, 0)
     cols: dict[str, list] = {k: [] for k in ("ids", "seg", "mask", "p", "cls", "s", "e", "imp", "ex")}
     windows, paragraphs, bad = [], [], 0
@@ -197,7 +201,7 @@ def build_features(examples: list[SquadExample], tok, max_seq_len: int = 512, do
         for w, (s, n) in enumerate(spans):
             if question_first:  # [CLS] Q [SEP] P [SEP]: BERT's run_squad, every paragraph piece usable
                 ids = [cls_id] + q + [sep_id] + para.ids[s:s + n] + [sep_id]
-                seg = [0] * (len(q) + 2) + [1] * (n + 1)
+                seg = [cls_seg] + [0] * (len(q) + 1) + [1] * (n + 1)
                 p = [0] + [1] * (len(q) + 1) + [0] * n + [1]
                 cls, ctx, usable = 0, len(q) + 2, n
             else:  # P <sep> Q <sep> <cls>: XLNet's, whose post-processing never uses the last paragraph piece

@@ -12,8 +12,10 @@ Batch keys (all ``torch.long`` unless noted):
   float; target [B,P]; target_mask [B,P] float; is_target [B,T] bool; nsp_label [B]; pass, step (int).
 * ``dae``: input_ids (corrupted), token_type_ids, perm_mask (reuse/non-reuse block only), labels [B,T]
   (-100 = not selected), nsp_label, pass, step.
-* ``mlm``: input_ids (corrupted, ``<cls> A <sep> B <sep>``), token_type_ids, attention_mask [B,T], labels [B,T],
-  nsp_label, pass, step.
+* ``mlm``: input_ids (corrupted, ``<cls> A <sep> B <sep>``), token_type_ids, attention_mask [B,T] (1 = real; 0 at
+  the ``<pad>`` of a ``tail_pad`` rewrite), labels [B,T], nsp_label, pass, step. Funnel-Transformer's examples are
+  these with ``cls_token_type=2``, ``tail_pad`` = its pooling stride and ``masking.num_targets`` /
+  ``masking.random_ids=any`` (spec funnel_transformer.md §2.8-§2.9, ``genlab.data.pretrain.mlm_examples``).
 * training batches also carry ``chunk`` (int, the accumulation chunk; 0 without accumulation).
 """
 
@@ -41,6 +43,7 @@ from genlab.data.pretrain.mlm_examples import (
     choose_positions,
     corrupt,
     mlm_labels,
+    rewrite_tail,
     special_mask,
 )
 from genlab.data.pretrain.permutation import (
@@ -50,6 +53,7 @@ from genlab.data.pretrain.permutation import (
     two_half_perm_mask,
 )
 from genlab.data.pretrain.xlnet_examples import (
+    PAD_ID,
     SpanConfig,
     XLNetDataConfig,
     build_segments,
@@ -84,8 +88,9 @@ class PretrainBatches(Dataset):
 
     def __init__(self, stream: TokenStream, objective: str, batch_size: int, cfg: XLNetDataConfig,
                  masking: MaskingConfig, is_word_start: np.ndarray, vocab_size: int, seed: int, rank: int = 0,
-                 world: int = 1, nsp: bool = False):
+                 world: int = 1, nsp: bool = False, cls_token_type: int = 0, tail_pad: int = 0):
         self.objective, self.cfg, self.masking, self.nsp = objective, cfg, masking, nsp
+        self.cls_token_type, self.tail_pad = cls_token_type, tail_pad
         self.is_word_start, self.vocab_size, self.seed, self.rank = is_word_start, vocab_size, seed, rank
         bi = cfg.bi_data and objective != "mlm"
         self.tok, self.sid, self.reverse = stream_rows(stream.tokens, stream.sent_ids, batch_size, bi, rank, world)
@@ -168,14 +173,17 @@ class PretrainBatches(Dataset):
         random_b = self.cfg.random_b_prob if self.nsp else 0.0
         for b in range(len(self.tok)):
             rng = self._rng(pass_idx, step, b, 0)
-            i, t, lab = build_bert_example(self.tok[b], self.sid[b], step, self.cfg.seq_len, random_b, rng)
+            i, t, lab = build_bert_example(self.tok[b], self.sid[b], step, self.cfg.seq_len, random_b, rng,
+                                           self.cls_token_type)
+            i = rewrite_tail(i, self.tail_pad)  # before choosing targets: the new <sep> and <pad> are never targets
             pos = choose_positions(i, self.is_word_start, self.masking, rng)
             corrupted.append(corrupt(i, pos, self.masking, self.vocab_size, rng))
             labels.append(mlm_labels(i, pos)), types.append(t), nsp.append(lab), ids.append(i)
         input_ids = torch.from_numpy(np.stack(corrupted))
+        real = torch.from_numpy(np.stack(ids) != PAD_ID).long()  # before corruption: a random id may be <pad>
         return {
             "input_ids": input_ids, "token_type_ids": torch.from_numpy(np.stack(types)),
-            "attention_mask": torch.ones_like(input_ids), "labels": torch.from_numpy(np.stack(labels)),
+            "attention_mask": real, "labels": torch.from_numpy(np.stack(labels)),
             "nsp_label": torch.from_numpy(np.array(nsp)),
         }
 
@@ -241,16 +249,27 @@ class PretrainDataModule(pl.LightningDataModule):
         targets_sampling: str = "online",
         num_passes: int = 20,
         masking: dict[str, Any] | None = None,
+        cls_token_type: int = 0,
+        tail_pad: int = 0,
         seed: int = 0,
         num_workers: int = 0,
     ):
         super().__init__()
         if objective not in OBJECTIVES:
             raise ConfigError(f"data.objective={objective!r} must be one of {OBJECTIVES}.")
+        if objective == "mlm":  # the XLNet layout keys mean nothing to BERT/Funnel examples: only seq_len counts
+            reuse_len, perm_size = max(1, seq_len // 2), 1
+            num_predict = 0
         if seq_len - reuse_len > 0 and (reuse_len % perm_size or (seq_len - reuse_len) % perm_size):
             raise ConfigError(f"data.perm_size={perm_size} must divide reuse_len={reuse_len} and "
                               f"seq_len - reuse_len={seq_len - reuse_len} (each half is permuted in chunks).")
+        if (cls_token_type or tail_pad) and objective != "mlm":
+            raise ConfigError("data.cls_token_type and data.tail_pad shape masked-LM examples (Funnel); they need "
+                              f"data.objective=mlm, not {objective!r}.")
+        if tail_pad < 0 or tail_pad >= seq_len - 4:
+            raise ConfigError(f"data.tail_pad={tail_pad} must be in [0, seq_len - 4) (seq_len={seq_len}).")
         self.objective, self.nsp, self.seed, self.num_workers = objective, nsp, seed, num_workers
+        self.cls_token_type, self.tail_pad = cls_token_type, tail_pad
         self.corpus_args = dict(corpus=corpus, path=path, cache_dir=cache_dir, train_glob=train_glob,
                                 valid_glob=valid_glob, tokenizer=tokenizer, vocab_size=vocab_size, lower=lower)
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size or batch_size
@@ -300,7 +319,8 @@ class PretrainDataModule(pl.LightningDataModule):
         cfg = self.cfg if split == "train" else replace(self.cfg, targets_sampling="online")
         return PretrainBatches(self.corpus.splits[split], self.objective, batch_size or self.batch_size, cfg,
                                self.masking, self.corpus.tokenizer.is_word_start, self.corpus.tokenizer.vocab_size,
-                               self.seed + (0 if split == "train" else 7919), rank, world, self.nsp)
+                               self.seed + (0 if split == "train" else 7919), rank, world, self.nsp,
+                               self.cls_token_type, self.tail_pad)
 
     def _loader(self, data: PretrainBatches, sampler: Sampler) -> DataLoader:
         return DataLoader(data, batch_size=None, sampler=sampler, num_workers=self.num_workers,

@@ -1,6 +1,8 @@
 """Offline pretraining corpora in the plain-text pretraining format, from the Wikipedia excerpt in the gensim wheel:
 ``pretrain_mini``, ``pretrain_mini_heldout`` (without the cloze finetuning minis' dev/test sentences, so
-pretrain-then-finetune never reads a test answer) and ``race_mini_tapt`` (task-adaptive text for RACE)."""
+pretrain-then-finetune never reads a test answer), ``race_mini_tapt`` (task-adaptive text for RACE) and
+``funnel_wiki_mini`` (the Funnel-Transformer real-data mini of spec funnel_transformer.md §7a: paragraphs of at
+least 20 words, the last 10 articles held out)."""
 
 from __future__ import annotations
 
@@ -72,4 +74,28 @@ RACE_MINI_TAPT = DatasetSpec(
     name="race_mini_tapt", files=(*MINI_FILES, RACE_TAPT_FILE), build_mini=build_race_mini_tapt, mini_version="1",
     notes="pretrain_mini_heldout + the cloze RACE mini's training articles with their questions (no answers)",
 )
-MINI_CORPORA = {spec.name: spec for spec in (PRETRAIN_MINI, PRETRAIN_MINI_HELDOUT, RACE_MINI_TAPT)}
+FUNNEL_MIN_WORDS, FUNNEL_HELDOUT_ARTICLES = 20, 10
+
+
+def build_funnel_wiki_mini(root: Path) -> None:
+    """Spec funnel §7a: every paragraph of >= 20 words (lists, tables and templates are already gone), one sentence
+    per line, an empty line between articles; the last 10 articles in file order are the valid shard, the others go
+    round-robin over the train shards."""
+    articles = list(iter_articles())
+    docs: dict[str, list[str]] = {f: [] for f in MINI_FILES}
+    for k, art in enumerate(articles):
+        lines = [s for para in art.paragraphs() if len(para.split()) >= FUNNEL_MIN_WORDS for s in split_sentences(para)]
+        if not lines:
+            continue
+        name = MINI_FILES[-1] if k >= len(articles) - FUNNEL_HELDOUT_ARTICLES else MINI_FILES[k % MINI_TRAIN_SHARDS]
+        docs[name].append("\n".join(lines) + "\n")
+    for name, texts in docs.items():
+        with atomic_write(root / name, "w") as f:
+            f.write("\n".join(texts))
+
+
+FUNNEL_WIKI_MINI = DatasetSpec(
+    name="funnel_wiki_mini", files=MINI_FILES, build_mini=build_funnel_wiki_mini, mini_version="1",
+    notes="the gensim Wikipedia excerpt, paragraphs of >= 20 words, last 10 articles held out (Funnel spec §7a)",
+)
+MINI_CORPORA = {spec.name: spec for spec in (PRETRAIN_MINI, PRETRAIN_MINI_HELDOUT, RACE_MINI_TAPT, FUNNEL_WIKI_MINI)}

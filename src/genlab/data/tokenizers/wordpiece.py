@@ -22,6 +22,9 @@ from genlab.errors import DataError
 CONFIG = "tokenizer_config.json"
 SPECIALS = {"unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]", "pad_token": "[PAD]",
             "mask_token": "[MASK]"}
+# Funnel-Transformer's uncased WordPiece vocabulary names them <unk>, <cls>, ... (HF FunnelTokenizer defaults)
+FUNNEL_SPECIALS = {"unk_token": "<unk>", "cls_token": "<cls>", "sep_token": "<sep>", "pad_token": "<pad>",
+                   "mask_token": "<mask>"}
 
 
 def _token(value: Any, default: str) -> str:
@@ -90,6 +93,9 @@ class WordPieceTokenizer:
         vocab = read_vocab(self.vocab_file)
         self.settings = {**read_settings(self.vocab_file), **overrides}
         s = self.settings
+        for name, default in SPECIALS.items():  # not named by the config, absent, and Funnel's name present
+            if s[name] == default and default not in vocab and FUNNEL_SPECIALS[name] in vocab:
+                s[name] = FUNNEL_SPECIALS[name]
         missing = [s[name] for name in SPECIALS if s[name] not in vocab]
         if missing:
             raise DataError(f"WordPiece vocabulary {self.vocab_file} lacks the special tokens {missing}; it is not a "
