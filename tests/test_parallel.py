@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import pytorch_lightning as pl
 import torch
-
+from launch_ranks import run_ranks
 from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointWrapper
 
 from genlab.errors import ConfigError
@@ -34,8 +34,6 @@ from genlab.parallel import (
     parallelize,
 )
 from genlab.tasks.lm import LanguageModelTask
-
-from launch_ranks import run_ranks
 
 STREAMS, TGT_LEN, SEGMENTS, VOCAB, EPOCHS = 4, 8, 3, 50, 2
 

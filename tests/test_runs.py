@@ -255,9 +255,8 @@ def test_world_size_recorded_before_the_workers_start(tmp_path, monkeypatch, tra
 def test_load_task_rebuilds_a_run_trained_with_global_batch(compose_cfg, tmp_path, monkeypatch):
     """``+data.global_batch`` is the CLI's key (it sets the accumulation), not a DataModule argument: a finished
     run's task is rebuilt by the CLI's own builder, so the run loads (it used to fail on an unexpected keyword)."""
-    from helpers import TINY_TXL
-
     from genlab.cli.train import train
+    from helpers import TINY_TXL
 
     _clean_rank_env(monkeypatch)
     cfg = compose_cfg([*TINY_TXL, "+data.global_batch=8", "trainer.max_steps=2", "trainer.val_check_interval=2",

@@ -18,8 +18,9 @@ Hugging Face / original published checkpoints are not genlab checkpoints: ``genl
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from genlab.errors import CheckpointError
 

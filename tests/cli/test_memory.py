@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from cli.test_quiet_start import TINY, _run
 from omegaconf import OmegaConf
 
 from genlab.cli.memory import GB, activation_bytes, check_memory, estimate
 from genlab.errors import ConfigError
-
-from cli.test_quiet_start import TINY, _run
 
 
 def _cfg(batch: int, seq: int = 64, **model):

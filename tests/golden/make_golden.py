@@ -54,8 +54,9 @@ COMMON = ("seed=0", "logger=csv", "trainer.log_every_n_steps=1", "trainer.limit_
 def overrides(family: str, run_dir: Path) -> list[str]:
     """The preset's own recipe, stopped after STEPS steps. A schedule whose length follows trainer.max_steps keeps
     the preset's length, so the first steps are exactly those of a full run of the preset."""
-    from helpers import compose_config
     from omegaconf import OmegaConf
+
+    from helpers import compose_config
 
     fam = FAMILIES[family]
     base = [f"experiment={fam.preset}", *COMMON]
@@ -83,9 +84,9 @@ def run_curves(family: str, run_dir: Path, extra: tuple[str, ...] = (), threads:
     """Train ``family``'s preset for the golden steps through ``genlab.cli.train.train`` (``extra`` overrides on
     top) on ``threads`` torch threads and read its CSV log."""
     import torch
-    from helpers import compose_config
 
     from genlab.cli.train import train
+    from helpers import compose_config
 
     torch.set_num_threads(threads)
     fam = FAMILIES[family]

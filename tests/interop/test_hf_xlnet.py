@@ -6,8 +6,14 @@ import pytest
 import torch
 
 from genlab.errors import CheckpointError
-from genlab.interop.hf_xlnet import (config_from_hf, export_hf_state_dict, load_hf_checkpoint, load_hf_state_dict,
-                                     read_state_dict, save_hf_checkpoint)
+from genlab.interop.hf_xlnet import (
+    config_from_hf,
+    export_hf_state_dict,
+    load_hf_checkpoint,
+    load_hf_state_dict,
+    read_state_dict,
+    save_hf_checkpoint,
+)
 from genlab.models.xlnet import XLNetLMHeadModel, XLNetModel
 
 transformers = pytest.importorskip("transformers", reason="transformers (test dependency) is not installed")

@@ -12,7 +12,6 @@ from genlab.models.heads import ClassificationHead, MultipleChoiceHead, Sequence
 from genlab.models.xlnet import XLNetLMHeadModel
 
 
-
 @pytest.fixture(autouse=True)
 def _fp64():
     """Parity in fp64, for this file's tests only (a module-level switch would leak into every other file)."""

@@ -7,8 +7,8 @@ import json
 import pytest
 import torch
 
-from reliability.harness import train
 from helpers import TINY_TXL
+from reliability.harness import train
 
 pytestmark = pytest.mark.reliability
 

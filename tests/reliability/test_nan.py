@@ -8,8 +8,8 @@ import json
 import pytest
 import torch
 
-from reliability.harness import COMMON, load, train
 from helpers import TINY_TXL
+from reliability.harness import COMMON, load, train
 
 pytestmark = pytest.mark.reliability
 

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from reliability.harness import load, start, train
 from helpers import TINY_TXL
+from reliability.harness import load, start, train
 
 pytestmark = pytest.mark.reliability
 

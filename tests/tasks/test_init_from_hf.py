@@ -167,11 +167,11 @@ PUBLISHED = {
 def test_presets_fit_the_published_checkpoints(tmp_path, name, preset, overrides):
     """The README's commands: each preset, with the overrides it documents, passes the architecture check (HF's
     XLNet configs say erf "gelu", so the tanh-GELU preset default is refused until model.ff_activation=gelu)."""
-    from helpers import compose_config
     from hydra.utils import instantiate
 
     from genlab.interop import hf_bert, hf_xlnet
     from genlab.tasks.finetune_base import _check_hf_architecture
+    from helpers import compose_config
 
     folder = tmp_path / name
     folder.mkdir()

@@ -41,12 +41,12 @@ class BestAndLastCheckpoint(ModelCheckpoint):
         # ModelCheckpoint's key, so genlab.runs and the checkpoints of earlier runs find this callback's state
         return super().state_key.replace(type(self).__qualname__, ModelCheckpoint.__qualname__, 1)
 
-    def _not_now(self, trainer: "pl.Trainer") -> bool:
+    def _not_now(self, trainer: pl.Trainer) -> bool:
         from pytorch_lightning.trainer.states import TrainerFn
 
         return bool(trainer.fast_dev_run) or trainer.state.fn != TrainerFn.FITTING or trainer.sanity_checking
 
-    def on_train_batch_end(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", outputs: Any, batch: Any,
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
         if self.monitor is None:
             super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
@@ -58,20 +58,20 @@ class BestAndLastCheckpoint(ModelCheckpoint):
         self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
         self._last_global_step_saved = ranked  # a validation at this very step must still rank its fresh value
 
-    def on_validation_end(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule") -> None:
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if not self._should_save_on_train_epoch_end(trainer):
             self._rank_and_refresh(trainer)
 
-    def on_train_epoch_end(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule") -> None:
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self._should_save_on_train_epoch_end(trainer):
             self._rank_and_refresh(trainer)
 
-    def on_train_end(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule") -> None:
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         # last.ckpt is the model training stopped with (max_steps, early stopping), not the last save point's
         if self.save_last and not self._not_now(trainer) and self._last_saved_step != trainer.global_step:
             self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
 
-    def _rank_and_refresh(self, trainer: "pl.Trainer") -> None:
+    def _rank_and_refresh(self, trainer: pl.Trainer) -> None:
         if self._not_now(trainer) or self._last_global_step_saved == trainer.global_step:
             return
         candidates = self._monitor_candidates(trainer)
@@ -81,11 +81,11 @@ class BestAndLastCheckpoint(ModelCheckpoint):
             self._save_last_checkpoint(trainer, candidates)
         self._defer_save_until_validation = False
 
-    def _save_last_checkpoint(self, trainer: "pl.Trainer", monitor_candidates: dict) -> None:
+    def _save_last_checkpoint(self, trainer: pl.Trainer, monitor_candidates: dict) -> None:
         super()._save_last_checkpoint(trainer, monitor_candidates)
         self._last_saved_step = trainer.global_step
 
-    def _save_checkpoint(self, trainer: "pl.Trainer", filepath: str) -> None:
+    def _save_checkpoint(self, trainer: pl.Trainer, filepath: str) -> None:
         # The loss can be finite at a step whose update made the weights NaN: never let such weights replace a good
         # last.ckpt or best checkpoint (the NaN guard then stops the run at the next step's loss).
         bad = [name for name, p in trainer.lightning_module.named_parameters() if not torch.isfinite(p).all()]

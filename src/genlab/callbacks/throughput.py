@@ -18,7 +18,7 @@ import resource
 import sys
 import time
 import warnings
-from functools import lru_cache
+from functools import cache
 
 import pytorch_lightning as pl
 import torch
@@ -49,7 +49,7 @@ def compute_dtype(precision: str) -> str:
     return "fp32"
 
 
-@lru_cache(maxsize=None)
+@cache
 def measured_gemm_flops(device: str = "cpu", n: int = 1024, seconds: float = 0.3, dtype: str = "fp32",
                         threads: int | None = None) -> float:
     """Best FLOP/s of an n x n ``dtype`` matmul on ``device`` over about ``seconds`` (the fastest of short bursts:

@@ -10,8 +10,9 @@ import netrc
 import os
 import secrets
 import string
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 from urllib.parse import urlparse
 
 from omegaconf import OmegaConf, open_dict

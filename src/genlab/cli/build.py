@@ -4,13 +4,14 @@ data -> model (with sizes only the data knows) -> task -> callbacks, loggers -> 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import pytorch_lightning as pl
 from hydra.utils import get_class, instantiate
-from pytorch_lightning.callbacks import LearningRateMonitor, ModelSummary, ProgressBar
 from omegaconf import DictConfig, OmegaConf, open_dict
+from pytorch_lightning.callbacks import LearningRateMonitor, ModelSummary, ProgressBar
 
 from genlab.errors import CheckpointError, ConfigError
 from genlab.parallel import accumulation_steps, check_strategy_device, check_trainer_precision, world_size

@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import math
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode

@@ -63,7 +63,7 @@ def acquire_lock(out: Path) -> None:
             if owner and owner != os.getpid() and _alive(owner):
                 raise ConfigError(f"another train.py (pid {owner}) is writing into {out} (lock file {lock}); give "
                                   "this run its own hydra.run.dir, or wait for that one to end. If no such process "
-                                  f"exists, delete {lock}.")
+                                  f"exists, delete {lock}.") from None
             lock.unlink(missing_ok=True)  # stale: its process was killed
             continue
         with os.fdopen(fd, "w") as f:

@@ -5,8 +5,8 @@ that is not there."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 log = logging.getLogger("genlab")
 SUMMARY_FILE = "summary.txt"

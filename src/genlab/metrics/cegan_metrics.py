@@ -9,7 +9,7 @@ Plain numpy on arrays the task produces, so every number can be recomputed from 
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 

@@ -216,7 +216,7 @@ def _flex():
     return flex_attention
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _compiled_flex():
     return torch.compile(flex_attention, dynamic=False)
 

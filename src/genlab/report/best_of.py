@@ -9,8 +9,9 @@ swept key into one run holding the best metric and the shortest setting that rea
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 

@@ -160,7 +160,7 @@ def write_multirun_summary(sweep_dir: str | Path) -> dict[str, Any]:
     counts = {s: sum(t["status"] == s for t in trials) for s in ("finished", "failed", "incomplete")}
     summary = {
         "sweep_dir": str(sweep_dir.resolve()),
-        "written": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "written": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "n_trials": len(trials),
         **{f"n_{s}": n for s, n in counts.items()},
         "trials": trials,

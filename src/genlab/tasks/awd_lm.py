@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytorch_lightning as pl
 import torch

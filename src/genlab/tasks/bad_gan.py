@@ -12,7 +12,8 @@ checkpoint holds the last good weights. Sample grids and log p histograms are dr
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytorch_lightning as pl
 import torch

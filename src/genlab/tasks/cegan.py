@@ -11,7 +11,8 @@ Evaluation statistics (grid KLs of Table B.2, energy ranking) are computed by ``
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytorch_lightning as pl

@@ -16,8 +16,9 @@ existing task provides the members of that task's protocol.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 from torch import Tensor
 

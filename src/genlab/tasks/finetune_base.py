@@ -17,8 +17,9 @@ that the checkpoint's tokenizer is the one the data uses.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytorch_lightning as pl
 import torch

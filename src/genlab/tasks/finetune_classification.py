@@ -9,7 +9,7 @@ format to ``prediction_dir`` (default: ``<run dir>/predictions``).
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import nn

@@ -8,8 +8,8 @@ letter and the 4 option probabilities, ``{"<qid>": {"answer": "B", "probs": [pA,
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 from torch import nn

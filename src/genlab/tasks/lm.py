@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from contextlib import contextmanager
-from typing import Any, Callable
+from typing import Any
 
 import pytorch_lightning as pl
 import torch

@@ -12,7 +12,8 @@ is part of the checkpoint and resumes exactly.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import torch
 from torch import nn

@@ -9,7 +9,8 @@ Minimises bits per dimension on the training images ([-1, 1], discretised to the
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytorch_lightning as pl
 import torch

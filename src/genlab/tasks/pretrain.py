@@ -14,7 +14,8 @@ an unfinished accumulation cycle saved mid-cycle are inherited from the LM task 
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F

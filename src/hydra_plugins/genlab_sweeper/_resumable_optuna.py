@@ -16,7 +16,8 @@ from __future__ import annotations
 import functools
 import logging
 import math
-from typing import Any, List, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.plugins.launcher import Launcher
@@ -65,7 +66,7 @@ class ResumableOptunaSweeper(OptunaSweeper):
             impl.study_name = impl.study_name or "genlab"
             impl.storage = SQLiteTrialStore(impl.storage[len(SQLITE):], impl.study_name)
 
-    def sweep(self, arguments: List[str]) -> None:
+    def sweep(self, arguments: list[str]) -> None:
         impl = self.sweeper
         done, seen = self._resume_state()
         if seen:

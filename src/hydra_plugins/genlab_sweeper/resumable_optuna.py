@@ -9,7 +9,7 @@ sweep actually asks for it, how to install the extra.
 
 from __future__ import annotations
 
-from typing import Any, List
+from typing import Any
 
 from hydra.plugins.sweeper import Sweeper
 
@@ -37,5 +37,5 @@ except ModuleNotFoundError as err:
         def setup(self, **kwargs: Any) -> None:  # pragma: no cover - __init__ refuses first
             raise NotImplementedError
 
-        def sweep(self, arguments: List[str]) -> Any:  # pragma: no cover - __init__ refuses first
+        def sweep(self, arguments: list[str]) -> Any:  # pragma: no cover - __init__ refuses first
             raise NotImplementedError

@@ -9,7 +9,8 @@ skips exactly those."""
 from __future__ import annotations
 
 import os
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytorch_lightning as pl
 import torch

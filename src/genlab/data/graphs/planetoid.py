@@ -135,7 +135,7 @@ def dataset_spec(name: str) -> DatasetSpec:
 class PlanetoidSteps(IterableDataset):
     """Yields the warm-up batch, then ``steps`` schedule steps (spec §4.1) as lists of sub-batches."""
 
-    def __init__(self, dm: "PlanetoidDataModule"):
+    def __init__(self, dm: PlanetoidDataModule):
         self.dm = dm
 
     def __len__(self) -> int:

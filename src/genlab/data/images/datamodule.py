@@ -11,7 +11,7 @@ and, when ``g_step_unlabeled='separate'``, ``x_unl2`` [B_u, ...]. Eval batches a
 from __future__ import annotations
 
 import math
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import pytorch_lightning as pl
