@@ -32,6 +32,10 @@ TINY_RUNS = {
     "experiments/xlnet_squad/baselines.py": "test_squad_baselines_on_the_minis",
     "experiments/gpt/runtimes.py": "test_gpt_runtimes_of_finished_runs",
     "experiments/gpt/unigram_baseline.py": "test_gpt_unigram_baseline_on_a_small_corpus",
+    "experiments/funnel/mini_table.py": "test_funnel_mini_table_and_baseline",
+    "experiments/funnel/mlm_baseline.py": "test_funnel_mini_table_and_baseline",
+    "experiments/gdan/table.py": "test_gdan_table_and_figure_3_8",
+    "experiments/gdan/figure_3_8.py": "test_gdan_table_and_figure_3_8",
 }
 BENCHMARK = "a benchmark: timings are not tests (CONTRIBUTING); run it alone and read its ratios"
 HELP_ONLY = {
@@ -214,3 +218,31 @@ def test_gpt_unigram_baseline_on_a_small_corpus(tmp_path):
     out = run(["experiments/gpt/unigram_baseline.py", "data.corpus=text", f"data.path={tmp_path / 'corpus'}",
                "data.vocab_size=40", f"data.cache_dir={tmp_path / 'cache'}"]).stdout
     assert "unigram held-out NLL" in out
+
+
+def test_funnel_mini_table_and_baseline(tmp_path):
+    train(tmp_path / "runs" / "b333_s0", "funnel_wiki_b3_3_3_mlm_mini", "trainer.max_steps=4", "trainer.log_every_n_steps=1",
+          "trainer.val_check_interval=2")
+    out = run(["experiments/funnel/mini_table.py", str(tmp_path / "runs")]).stdout
+    assert "| b333_s0 | finished | " in out and "| funnel_wiki_b3_3_3_mlm_mini | [0] | " in out
+    out = run(["experiments/funnel/mlm_baseline.py", "experiment=funnel_wiki_b1_1_1_mlm_mini", "--train-batches",
+               "5"]).stdout
+    assert "most frequent training target" in out and "held-out majority share" in out
+
+
+# the GDAN test's tiny model on the synthetic SQuAD mini (tests/cli/test_gdan_cli.py): seconds per run
+GDAN_TINY = ["data.mini=synthetic", "model.reader.embed_dim=8", "model.reader.hidden=4", "model.generator.embed_dim=8",
+             "model.generator.enc_hidden=4", "model.generator.dec_hidden=8", "model.generator.max_question_len=6",
+             "data.batch_size=4", "data.unlabeled_batch_size=4", "data.eval_batch_size=64", "trainer.max_steps=12",
+             "task.mle_steps=4", "trainer.log_every_n_steps=1"]
+
+
+def test_gdan_table_and_figure_3_8(tmp_path):
+    for method in ("gen_domain", "gen_domain_adv"):
+        train(tmp_path / "sweep" / method, f"gdan_squad_{method}_mini", *GDAN_TINY)
+    run(["experiments/gdan/table.py", str(tmp_path / "sweep"), "--out", str(tmp_path)])
+    table = (tmp_path / "table.md").read_text()
+    assert "| gen_domain (" in table and "| gen_domain_adv (Gen + domain + adv) | 1 |" in table
+    assert set(json.loads((tmp_path / "table.json").read_text())) == {"gen_domain", "gen_domain_adv"}
+    out = run(["experiments/gdan/figure_3_8.py", str(tmp_path / "sweep"), "--out", str(tmp_path / "f.png")]).stdout
+    assert (tmp_path / "f.png").stat().st_size > 10_000 and "gen_domain_adv: mean d_loss_gen" in out

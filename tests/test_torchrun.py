@@ -29,8 +29,9 @@ def test_torchrun_two_ranks_train_and_rank_zero_alone_writes_the_run_records(tmp
            "strategy=ddp", "trainer.accelerator=cpu", "trainer.devices=2", "trainer.max_steps=4",
            "trainer.val_check_interval=2", "trainer.limit_val_batches=2", "trainer.limit_test_batches=2",
            "trainer.enable_progress_bar=false", "logger=csv", f"hydra.run.dir={run_dir}"]
+    # GENLAB_VERBOSE keeps Lightning's info lines: its DDP member line is the proof asserted below
     env = {**os.environ, "GENLAB_OFFLINE": "1", "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1",
-           "GENLAB_LOGS": str(tmp_path / "outputs")}
+           "GENLAB_LOGS": str(tmp_path / "outputs"), "GENLAB_VERBOSE": "1"}
     result = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
     log = result.stdout + result.stderr
     assert result.returncode == 0, log[-4000:]

@@ -9,11 +9,11 @@ logged as /proc/loadavg in runs.log).
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 import re
 import statistics
-import sys
 from collections import defaultdict
 from datetime import datetime
 from pathlib import Path
@@ -28,6 +28,10 @@ def _mean_std(values: list[float | None], digits: int = 3) -> str:
     if len(values) == 1:
         return f"{values[0]:.{digits}f}"
     return f"{statistics.fmean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
+
+
+def _num(value: float | None, digits: int) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
 
 
 def read_run(d: Path) -> dict | None:
@@ -71,8 +75,8 @@ def main(root: Path) -> None:
         cells = [f"{r['valid'][s][0]:.3f} / {r['valid'][s][1]:.3f}" if s in r["valid"] else "-" for s in steps]
         la = load.get(r["dir"], ("", ""))
         print(f"| {r['dir']} | {r['status']} | " + " | ".join(cells)
-              + f" | {r['test_loss'] or float('nan'):.3f} | {r['test_acc'] or float('nan'):.3f} | "
-              f"{r['tokens_per_s'] or float('nan'):.0f} | {r['wall_s'] or float('nan'):.0f} | {la[0]} -> {la[1]} |")
+              + f" | {_num(r['test_loss'], 3)} | {_num(r['test_acc'], 3)} | {_num(r['tokens_per_s'], 0)} | "
+              f"{_num(r['wall_s'], 0)} | {la[0]} -> {la[1]} |")
     print()
     by_exp: dict[str, list[dict]] = defaultdict(list)
     for r in runs:
@@ -98,4 +102,7 @@ def main(root: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1] if len(sys.argv) > 1 else "outputs/funnel_minis"))
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("root", type=Path, nargs="?", default=Path("outputs/funnel_minis"),
+                    help="the folder run_minis.sh wrote (one run directory per preset and seed, and runs.log)")
+    main(ap.parse_args().root)

@@ -10,7 +10,7 @@ Also prints the held-out split's own most frequent target share (an upper bound 
 
 from __future__ import annotations
 
-import sys
+import argparse
 from collections import Counter
 from pathlib import Path
 
@@ -59,5 +59,10 @@ def main(overrides: list[str], train_batches: int = 300) -> dict[str, float]:
 
 
 if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("overrides", nargs="*", default=["experiment=funnel_wiki_b1_1_1_mlm_mini"],
+                    help="Hydra overrides naming the pretraining preset, as for train.py")
+    ap.add_argument("--train-batches", type=int, default=300, help="training batches counted for the constant")
+    args = ap.parse_args()
     torch.set_num_threads(1)
-    main(sys.argv[1:] or ["experiment=funnel_wiki_b1_1_1_mlm_mini"])
+    main(args.overrides, args.train_batches)

@@ -21,7 +21,7 @@ from hydra.utils import instantiate
 from genlab.analysis.softmax_rank import collect_log_probs, rank_tolerance, singular_value_cdf, singular_values
 from genlab.errors import CheckpointError, UserError
 from genlab.runs import Run, load_run
-from genlab.tasks.awd_lm import check_identity, load_awd_checkpoint
+from genlab.tasks.awd_lm import check_vocabulary, load_awd_checkpoint
 
 
 def find_checkpoint(run: Run, which: str) -> Path:
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> dict:
     model = instantiate(cfg.model, **dm.model_overrides())
     path = find_checkpoint(run, args.ckpt)
     weights, identity = load_awd_checkpoint(path)
-    check_identity(identity, dm.identity(), path)
+    check_vocabulary(identity, dm.identity(), path)
     model.load_state_dict(weights)
     tokens = torch.as_tensor(dm.corpus.splits[args.split].astype("int64"))
     if args.max_tokens:

@@ -25,7 +25,7 @@ from pathlib import Path
 from genlab.data.finetune.minis import SQUAD1_MINI, SQUAD2_MINI
 from genlab.data.finetune.squad import SquadExample, read_squad
 from genlab.data.sources.tiers import locate
-from genlab.metrics.squad_eval import evaluate, raw_scores
+from genlab.metrics.squad_eval import evaluate_v1, evaluate_v2, raw_scores
 
 
 def first_word(ex: SquadExample) -> str:
@@ -43,9 +43,10 @@ def string_match(ex: SquadExample) -> str:
     return hit.group(1) if hit else ""
 
 
-def scores(data: list[dict], examples: list[SquadExample]) -> dict[str, dict[str, float]]:
+def scores(data: list[dict], examples: list[SquadExample], version: str) -> dict[str, dict[str, float]]:
     rules = {"no answer": lambda ex: "", "first word": first_word, "longest word": longest_word,
              "string match": string_match}
+    evaluate = evaluate_v2 if version == "2.0" else evaluate_v1  # each version's official semantics
     return {name: evaluate(data, {ex.qid: rule(ex) for ex in examples}) for name, rule in rules.items()}
 
 
@@ -78,7 +79,7 @@ def main() -> None:
         data, examples = read_squad(locate(spec, "mini", cache_dir=args.cache_dir) / f"dev-v{version}.json")
         n_null = sum(ex.is_impossible for ex in examples)
         print(f"{label}: {len(examples)} questions, {n_null} unanswerable")
-        for name, out in scores(data, examples).items():
+        for name, out in scores(data, examples, version).items():
             print(f"  {name:12s} EM {out['exact']:5.1f}  F1 {out['f1']:5.1f}")
     if args.runs:
         data, examples = read_squad(locate(SQUAD2_MINI, "mini", cache_dir=args.cache_dir) / "dev-v2.0.json")
