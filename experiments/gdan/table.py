@@ -75,6 +75,8 @@ def main() -> None:
     ap.add_argument("--out", default=str(HERE))
     ap.add_argument("--random-span", action="store_true")
     ap.add_argument("--unigram", action="store_true")
+    ap.add_argument("--name", default="table", help="output stem: <out>/<name>.md and .json")
+    ap.add_argument("--title", default="", help="extra words for the heading (e.g. a setting shared by the runs)")
     args = ap.parse_args()
     ref = {e["experiment"]: e for e in load_reference(HERE / "reference.yaml")["values"]
            if str(e["data.label_rate"]) == "0.1" and str(e["data.unlabeled_size"]) == "50000"}
@@ -92,7 +94,8 @@ def main() -> None:
     intro = ("Mini: spec §5.5 on gensim's Wikipedia excerpt (rule-made questions, L = 178, U = 7,892 pairs, test 183, "
              "dev 300), mean ± std over seeds; dev F1 = valid/best_f1, the dev F1 of the checkpoint that is tested. "
              "Seed: S000 Table 3.4 (SQuAD v1.1, human questions).")
-    lines = ["# GDAN: real-data mini (CPU) beside the seed's full-scale Table 3.4 (rate 0.1, |U| = 50K)", "", intro, "",
+    heading = "# GDAN: real-data mini (CPU) beside the seed's full-scale Table 3.4 (rate 0.1, |U| = 50K)"
+    lines = [heading + (f" -- {args.title}" if args.title else ""), "", intro, "",
              head,
              "|---|---|---|---|---|---|---|---|---|"]
     summary = {}
@@ -127,8 +130,8 @@ def main() -> None:
     if unfinished:
         lines += ["", f"{unfinished} run(s) failed or unfinished, left out."]
     out = Path(args.out)
-    (out / "table.md").write_text("\n".join(lines) + "\n")
-    (out / "table.json").write_text(json.dumps(summary, indent=1))
+    (out / f"{args.name}.md").write_text("\n".join(lines) + "\n")
+    (out / f"{args.name}.json").write_text(json.dumps(summary, indent=1))
     print("\n".join(lines))
 
 

@@ -132,7 +132,7 @@ class SemiSupervisedSquadDataModule(pl.LightningDataModule):
                  unlabeled_path: str | None = None, unlabeled_size: int | None = 50000, answers_per_paragraph: int = 5,
                  generator_vocab: bool = True, lowercase: bool = True, digits_to_zero: bool = True,
                  g_vocab_min_count: int = 2, g_vocab_max: int | None = 30000, d_vocab_min_count: int = 1,
-                 d_vocab_max: int | None = 200000, d_vocab_from: Literal["all", "training"] = "all",
+                 d_vocab_max: int | None = 200000, d_vocab_from: Literal["all", "training"] = "training",
                  max_paragraph_tokens: int | None = None,
                  max_question_tokens: int = 60, g_max_question_tokens: int = 20, batch_size: int = 32,
                  unlabeled_batch_size: int = 32, eval_batch_size: int = 64) -> None:
@@ -265,12 +265,14 @@ class SemiSupervisedSquadDataModule(pl.LightningDataModule):
     def _build_vocab(self) -> None:
         """G's words from L (its questions and distinct paragraphs). D's: G's words, then
 
-        * ``d_vocab_from=all`` (default): every other word of the text read, all splits -- as the GA reader's own
-          preprocessing does (bdhingra/ga-reader utils/DataPreprocessor.py builds its dictionary from the training,
-          validation and test files). Only words of L and U ever get a gradient; a word seen only in dev/test keeps
-          its random embedding, which still matches the same word (qe_comm, attention).
-        * ``d_vocab_from=training``: only the words D trains on (L's questions and paragraphs, U's paragraphs); other
-          words are <unk>, and one <unk> matches every other (so U also buys vocabulary coverage)."""
+        * ``d_vocab_from=training`` (default): the other words D trains on (L's questions and paragraphs, U's
+          paragraphs); any other word is <unk>. With randomly initialised embeddings nothing else can be learnt, and
+          nothing of the evaluation text leaks into the model's input space. U then also buys vocabulary coverage.
+        * ``d_vocab_from=all``: every word of the text read, all splits -- the GA reader's own preprocessing
+          (bdhingra/ga-reader utils/DataPreprocessor.py builds its dictionary from the training, validation and test
+          files), meant for pretrained vectors (GloVe): a word seen only in dev/test keeps its vector, which matches
+          the same word (qe_comm, attention) instead of being one <unk> that matches every other.
+        On the real-data mini the choice decides whether Context beats SL (experiments/gdan/README.md)."""
         hp = self.hparams
         g_counts: Counter = Counter()
         for it in self.labeled:
@@ -278,7 +280,7 @@ class SemiSupervisedSquadDataModule(pl.LightningDataModule):
         for pid in sorted({it.passage for it in self.labeled}):
             g_counts.update(self.passages[pid].words)
         d_counts: Counter = Counter()
-        if hp.d_vocab_from == "all":
+        if hp.d_vocab_from == "all":  # every paragraph and question read
             for p in self.passages:
                 d_counts.update(p.words)
             for it in [*self._train_pool, *self.splits["dev"], *self.splits["test"]]:
