@@ -1,15 +1,25 @@
 """Train any genlab experiment: ``python train.py experiment=txl_mini`` (the default). See README."""
 
+import sys
+from pathlib import Path
+
 import hydra
 
+from genlab.cli.choices import check_group_choices
 from genlab.cli.errors import run_hydra_main
+from genlab.cli.quiet import quiet_third_party
 from genlab.cli.train import main as train_main
+
+CONF = Path(__file__).resolve().parent / "conf"
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")
 def main(cfg):
+    quiet_third_party()  # again: a multirun's launcher may have reset logging
     return train_main(cfg)
 
 
 if __name__ == "__main__":
+    quiet_third_party()
+    check_group_choices(sys.argv[1:], CONF)
     run_hydra_main(main)

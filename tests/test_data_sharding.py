@@ -18,11 +18,10 @@ from pathlib import Path
 import pytest
 import pytorch_lightning as pl
 import torch
+from launch_ranks import run_ranks
 from omegaconf import OmegaConf
 
 from genlab.cli import build
-
-from launch_ranks import run_ranks
 
 pytestmark = pytest.mark.distributed
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import pytorch_lightning as pl
 import torch
-
+from launch_ranks import run_ranks
 from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointWrapper
 
 from genlab.errors import ConfigError
@@ -25,6 +25,7 @@ from genlab.models.transformer_xl import TransformerXL
 from genlab.parallel import (
     BlockWrapPolicy,
     FSDP2Strategy,
+    ParallelizeMixin,
     accumulation_steps,
     check_precision,
     check_trainer_precision,
@@ -33,8 +34,6 @@ from genlab.parallel import (
     parallelize,
 )
 from genlab.tasks.lm import LanguageModelTask
-
-from launch_ranks import run_ranks
 
 STREAMS, TGT_LEN, SEGMENTS, VOCAB, EPOCHS = 4, 8, 3, 50, 2
 
@@ -90,6 +89,7 @@ def worker(out: Path, world: int, rank: int, resume: str | None) -> None:
         resume = str(out / "ckpt" / "epoch=0.ckpt")
     result["resumed"] = fit(strategy(), world, data, ckpt_path=resume)
     result["xlnet"] = xlnet_losses(rank, world)
+    result["tasks"] = sharded_task_losses(rank, world)
     (out / f"rank{rank}.json").write_text(json.dumps(result))
 
 
@@ -133,6 +133,85 @@ def xlnet_losses(rank: int, world: int) -> list[float]:
     return xlnet_steps(model, rank, world)
 
 
+TASK_KINDS = ("bert_finetune", "bert_mlm", "xlnet_dae", "xlnet_plm_nsp")
+
+
+def make_task_of(kind: str) -> torch.nn.Module:
+    """Tasks whose model is not the only part holding parameters (finetuning head, NSP head) or that call their
+    model through other entry points than forward (encode/summary, mlm_logits, hidden_states/lm_logits)."""
+    from genlab.models.bert import BertForPretraining
+    from genlab.models.xlnet import XLNetLMHeadModel
+    from genlab.tasks.finetune_classification import SequenceClassificationTask
+    from genlab.tasks.pretrain import DAETask, MaskedLMTask, PermutationLMTask
+
+    torch.manual_seed(0)
+    sgd = functools.partial(torch.optim.SGD, lr=0.5)
+    if kind.startswith("bert"):
+        bert = BertForPretraining(VOCAB, n_layer=2, d_model=32, n_head=2, d_inner=64, max_position=16, dropout=0.0,
+                                  dropatt=0.0)
+        if kind == "bert_mlm":
+            return MaskedLMTask(bert, sgd, nsp_weight=1.0).double()
+        return SequenceClassificationTask(bert, sgd, None, n_labels=3, summary_dropout=0.0).double()
+    xlnet = XLNetLMHeadModel(VOCAB, n_layer=2, d_model=32, n_head=2, d_head=16, d_inner=64, dropout=0.0, dropatt=0.0)
+    if kind == "xlnet_dae":
+        return DAETask(xlnet, sgd, reuse_len=None, mem_init="none").double()
+    task = PermutationLMTask(xlnet, sgd, reuse_len=None, mem_init="none", nsp_weight=1.0).double()
+    task.nsp_head.dropout.p = 0.0  # deterministic, so 1 process and 2 shards see the same function
+    return task
+
+
+def task_batch(kind: str, rank: int, world: int) -> dict:
+    """This rank's rows of a fixed batch with every key the objectives of TASK_KINDS read."""
+    g = torch.Generator().manual_seed(13)
+    B, T, P = 4, 8, 2
+    ids = torch.randint(5, VOCAB, (B, T), generator=g)
+    mapping = torch.eye(T, dtype=torch.float64)[None, -P:].expand(B, -1, -1)
+    perm = torch.zeros(B, T, T, dtype=torch.float64)
+    perm[:, :, -P:] = 1.0  # the targets hidden from every position
+    batch = {"input_ids": ids, "token_type_ids": torch.zeros_like(ids), "attention_mask": torch.ones_like(ids),
+             "labels": torch.randint(0, 3, (B,), generator=g), "nsp_label": torch.randint(0, 2, (B,), generator=g),
+             "perm_mask": perm, "target_mapping": mapping, "target": ids[:, -P:],
+             "target_mask": torch.ones(B, P, dtype=torch.float64), "segment": 0}
+    if kind in ("bert_mlm", "xlnet_dae"):
+        batch["labels"] = torch.full_like(ids, -100)
+        batch["labels"][:, -P:] = ids[:, -P:]  # the corrupted positions: the same two per row
+    return {k: v.chunk(world)[rank] if torch.is_tensor(v) else v for k, v in batch.items()}
+
+
+def task_steps(kind: str, task: torch.nn.Module, rank: int, world: int, steps: int = 3) -> list[float]:
+    """SGD on this rank's rows; global-mean losses."""
+    batch = task_batch(kind, rank, world)
+    opt = torch.optim.SGD(task.parameters(), lr=0.5)
+    losses = []
+    for _ in range(steps):
+        if kind == "bert_finetune":
+            loss = task.head.loss(task(batch), batch["labels"])
+        else:
+            loss = task._objective(batch, train=True)[0]
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        value = loss.detach().clone()
+        if world > 1:
+            torch.distributed.all_reduce(value)
+        losses.append(float(value) / world)
+    return losses
+
+
+def sharded_task_losses(rank: int, world: int) -> dict[str, list[float]]:
+    """The shared hook's call, parallelize(task, mesh): the model's blocks and every part of the task sharded."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    losses = {}
+    for kind in TASK_KINDS:
+        task = make_task_of(kind)
+        parallelize(task, init_device_mesh("cpu", (world,)), activation_checkpointing=True)
+        parts = [m for m in task.children() if any(True for _ in m.parameters())]
+        assert all(is_sharded(m) for m in parts) and len(parts) == (1 if kind in ("bert_mlm", "xlnet_dae") else 2)
+        losses[kind] = task_steps(kind, task, rank, world)
+    return losses
+
+
 def launch(out: Path, world: int, resume: str | None = None) -> list[dict]:
     out.mkdir(parents=True, exist_ok=True)
     run_ranks(__file__, ["worker", str(out), str(world), "{rank}"] + ([resume] if resume else []), world)
@@ -151,7 +230,9 @@ def runs(tmp_path_factory):
     one = launch(root / "one", 1, resume=str(root / "two" / "ckpt" / "epoch=0.ckpt"))
     single = fit("auto", 1, batches(0, 1))
     xlnet = xlnet_steps(make_xlnet(), 0, 1)
-    return {"two": two, "one": one, "single": single, "xlnet": xlnet, "ckpt": root / "two" / "ckpt" / "epoch=0.ckpt"}
+    tasks = {kind: task_steps(kind, make_task_of(kind), 0, 1) for kind in TASK_KINDS}
+    return {"two": two, "one": one, "single": single, "xlnet": xlnet, "tasks": tasks,
+            "ckpt": root / "two" / "ckpt" / "epoch=0.ckpt"}
 
 
 @pytest.mark.distributed
@@ -167,6 +248,16 @@ def test_fsdp2_xlnet_two_processes_follow_the_single_process_loss_trajectory(run
     fsdp = runs["two"][0]["xlnet"]
     assert fsdp == runs["two"][1]["xlnet"] and fsdp[0] != fsdp[-1]
     torch.testing.assert_close(torch.tensor(fsdp), torch.tensor(runs["xlnet"]), rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize("kind", TASK_KINDS)
+def test_fsdp2_tasks_with_heads_and_entry_points_follow_the_single_process_loss_trajectory(runs, kind):
+    """Each part holding parameters is a root (so a head's gradients are reduced too) and the model's entry points
+    besides forward gather its shards: finetuning, BERT MLM + NSP, DAE, PLM + NSP."""
+    fsdp = runs["two"][0]["tasks"][kind]
+    assert fsdp == runs["two"][1]["tasks"][kind] and fsdp[0] != fsdp[-1]
+    torch.testing.assert_close(torch.tensor(fsdp), torch.tensor(runs["tasks"][kind]), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.distributed
@@ -269,6 +360,53 @@ def test_xlnet_blocks_are_found_and_checkpointing_keeps_outputs_and_gradients():
     mapping = torch.eye(6, dtype=torch.float64)[None, :2].expand(2, -1, -1)
     for model in (ref, ckpt):
         model(ids, perm_mask=perm, target_mapping=mapping).logits.square().mean().backward()
+    for (name, p), q in zip(ref.named_parameters(), ckpt.parameters()):
+        torch.testing.assert_close(q.grad, p.grad, msg=name)
+
+
+def test_every_transformer_task_uses_the_one_parallelize_hook():
+    from genlab.tasks.finetune_base import FinetuneTask
+    from genlab.tasks.pretrain import DAETask, MaskedLMTask, PermutationLMTask
+
+    for task in (LanguageModelTask, PermutationLMTask, DAETask, MaskedLMTask, FinetuneTask):
+        assert task.configure_model is ParallelizeMixin.configure_model, task.__name__
+
+
+@pytest.mark.parametrize("kind", ["bert_finetune", "xlnet_finetune", "bert_mlm"])
+def test_tasks_checkpoint_every_block_and_keep_outputs_gradients_and_keys(kind):
+    """parallelize(task): the blocks of the task's model (BERT declares BertLayer) are found through the task and
+    activation-checkpointed; keys, outputs and gradients stay those of the plain task."""
+    from genlab.models.bert import BertForPretraining
+    from genlab.models.xlnet import XLNetLMHeadModel
+    from genlab.tasks.finetune_classification import SequenceClassificationTask
+    from genlab.tasks.pretrain import MaskedLMTask
+
+    def build():
+        torch.manual_seed(0)
+        if kind == "xlnet_finetune":
+            model = XLNetLMHeadModel(VOCAB, n_layer=2, d_model=32, n_head=2, d_head=16, d_inner=64, dropout=0.0,
+                                     dropatt=0.0)
+        else:
+            model = BertForPretraining(VOCAB, n_layer=2, d_model=32, n_head=2, d_inner=64, max_position=16,
+                                       dropout=0.0, dropatt=0.0)
+        sgd = functools.partial(torch.optim.SGD, lr=0.1)
+        if kind == "bert_mlm":
+            return MaskedLMTask(model, sgd, nsp_weight=1.0).double()
+        return SequenceClassificationTask(model, sgd, None, n_labels=3, summary_dropout=0.0).double()
+
+    g = torch.Generator().manual_seed(3)
+    ids = torch.randint(5, VOCAB, (2, 8), generator=g)
+    batch = {"input_ids": ids, "token_type_ids": torch.zeros_like(ids), "attention_mask": torch.ones_like(ids),
+             "labels": torch.where(torch.rand(2, 8, generator=g) < 0.3, ids, -100), "nsp_label": torch.tensor([0, 1])}
+    batch["labels"][:, 0] = ids[:, 0]  # at least one MLM position
+    ref, ckpt = build(), build()
+    keys = set(ref.state_dict())
+    parallelize(ckpt, None, activation_checkpointing=True)
+    assert set(ckpt.state_dict()) == keys
+    assert len([m for m in ckpt.modules() if isinstance(m, CheckpointWrapper)]) == 2
+    for task in (ref, ckpt):
+        loss = task._objective(batch, train=True)[0] if kind == "bert_mlm" else task(batch).square().mean()
+        loss.backward()
     for (name, p), q in zip(ref.named_parameters(), ckpt.parameters()):
         torch.testing.assert_close(q.grad, p.grad, msg=name)
 

@@ -81,3 +81,17 @@ def test_lightning_precision_presets_train_transformer_xl(precision):
     trainer.fit(task, train_dataloaders=torch.utils.data.DataLoader(data, batch_size=None))
     assert len(log.losses) == 3 and all(torch.isfinite(torch.tensor(log.losses)))
     assert abs(log.losses[0] - torch.log(torch.tensor(float(V)))) < 0.5  # near-uniform start in every preset
+
+
+@pytest.mark.parametrize("short,full", [("bf16", "bf16-mixed"), (16, "16-mixed"), ("32", "32-true"), (64, "64-true")])
+def test_lightning_short_precision_spellings_are_checked_as_lightning_reads_them(short, full):
+    from genlab.errors import ConfigError
+    from genlab.parallel import check_precision, mixed_precision_dtypes, normalize_precision
+
+    assert normalize_precision(short) == full
+    assert mixed_precision_dtypes(str(short)) == mixed_precision_dtypes(full)
+    if full == "16-mixed":  # refused for what it is (fp16 on CPU), not as an unknown value
+        with pytest.raises(ConfigError, match="not supported on CPU"):
+            check_precision(short, torch.device("cpu"))
+    else:
+        check_precision(short, torch.device("cpu"))  # trainer.precision=bf16 runs bf16-mixed on CPU

@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 import pytorch_lightning as pl
 import torch
-from helpers import PreemptAfterBatches
 from launch_ranks import run_ranks
 from omegaconf import OmegaConf
 
 from genlab.cli import build
+from helpers import PreemptAfterBatches
 
 MICRO, STEPS = 2, 3  # streams per micro-batch (1 forward + 1 backward with bi_data), optimiser steps
 TINY = ["model.n_layer=1", "model.d_model=32", "model.n_head=2", "model.d_head=16",

@@ -250,3 +250,23 @@ def test_world_size_recorded_before_the_workers_start(tmp_path, monkeypatch, tra
     cfg.trainer = trainer
     write_run_metadata(cfg, tmp_path / "run")
     assert json.loads((tmp_path / "run" / "run.json").read_text())["world_size"] == expected
+
+
+def test_load_task_rebuilds_a_run_trained_with_global_batch(compose_cfg, tmp_path, monkeypatch):
+    """``+data.global_batch`` is the CLI's key (it sets the accumulation), not a DataModule argument: a finished
+    run's task is rebuilt by the CLI's own builder, so the run loads (it used to fail on an unexpected keyword)."""
+    from genlab.cli.train import train
+    from helpers import TINY_TXL
+
+    _clean_rank_env(monkeypatch)
+    cfg = compose_cfg([*TINY_TXL, "+data.global_batch=8", "trainer.max_steps=2", "trainer.val_check_interval=2",
+                       "trainer.limit_val_batches=1", "trainer.enable_progress_bar=false", "test_after_fit=false"])
+    train(cfg)
+    run = load_run(tmp_path)
+    assert run.status == "finished" and run.config.trainer.accumulate_grad_batches == 2
+    task = run.load_task()
+    assert not task.training
+    saved = torch.load(run.best_checkpoint, map_location="cpu", weights_only=False)["state_dict"]
+    assert set(task.state_dict()) == set(saved)
+    for k, v in task.state_dict().items():
+        assert torch.equal(v, saved[k]), k

@@ -141,7 +141,7 @@ def test_sweep_override_naming_an_unknown_key_fails_before_any_trial(toy, tmp_pa
 def test_optuna_study_resumes_after_interruption(toy, tmp_path):
     import optuna
 
-    from hydra_plugins.genlab_sweeper.sqlite_store import SQLiteTrialStore
+    from hydra_plugins.genlab_sweeper._sqlite_store import SQLiteTrialStore
 
     def load():  # the study as stored on disk, read fresh each time
         return optuna.load_study(study_name="toy_mini", storage=SQLiteTrialStore(sweep / "optuna.db", "toy_mini"))

@@ -29,7 +29,7 @@ def _train(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
 DDP = ["strategy=ddp_spawn", "trainer.devices=2", "trainer.accelerator=cpu"]
 # Files a trial directory may hold; a second writer (a worker acting as rank 0) would add e.g. a second CSV version.
 TRIAL_FILES = {".hydra", "checkpoints", "config.yaml", "csv", "curves.png", "metrics.json", "overrides.yaml",
-               "run.json", "train.log"}
+               "run.json", "summary.txt", "train.log"}
 
 
 def _check_ddp_trials(sweep: Path, n: int) -> list[dict]:
@@ -63,7 +63,7 @@ def test_train_py_multirun_with_ddp_spawn_inside_each_trial(tmp_path):
 def test_optuna_with_ddp_spawn_trials_gets_each_objective_once(tmp_path):
     import optuna
 
-    from hydra_plugins.genlab_sweeper.sqlite_store import SQLiteTrialStore
+    from hydra_plugins.genlab_sweeper._sqlite_store import SQLiteTrialStore
 
     sweep = tmp_path / "optuna"
     result = _train(tmp_path, "experiment=txl_mini", "hparams_search=optuna", "hydra.sweeper.n_trials=1", *TINY, *DDP,

@@ -17,14 +17,21 @@ from pathlib import Path
 
 import torch
 from hydra.utils import instantiate
-from omegaconf import OmegaConf
 
 from genlab.analysis.softmax_rank import collect_log_probs, rank_tolerance, singular_value_cdf, singular_values
-from genlab.errors import UserError
+from genlab.errors import CheckpointError, UserError
+from genlab.runs import Run, load_run
 from genlab.tasks.awd_lm import check_identity, load_awd_checkpoint
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "mos_ptb_wt2"))
-from dynamic_eval import find_checkpoint  # noqa: E402
+
+def find_checkpoint(run: Run, which: str) -> Path:
+    """``best`` (the run's recorded best checkpoint), ``last`` or a checkpoint file."""
+    if which not in ("best", "last"):
+        return Path(which)
+    path = run.best_checkpoint if which == "best" else run.dir / "checkpoints" / "last.ckpt"
+    if path is None or not path.is_file():
+        raise CheckpointError(f"no {which} checkpoint in {run.dir / 'checkpoints'}; pass --ckpt /path/to/file.ckpt.")
+    return path
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -35,12 +42,13 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--max-tokens", type=int, default=None, help="use the first N tokens (memory: N x vocab)")
     ap.add_argument("--dtype", default="float64", choices=["float64", "float32"])
     args = ap.parse_args(argv)
-    cfg = OmegaConf.load(args.run_dir / "config.yaml")
+    run = load_run(args.run_dir)
+    cfg = run.config
     dm = instantiate(cfg.data)
     dm.prepare_data()
     dm.setup("test")
     model = instantiate(cfg.model, **dm.model_overrides())
-    path = find_checkpoint(args.run_dir, args.ckpt)
+    path = find_checkpoint(run, args.ckpt)
     weights, identity = load_awd_checkpoint(path)
     check_identity(identity, dm.identity(), path)
     model.load_state_dict(weights)

@@ -32,7 +32,7 @@ def main() -> None:
                                valid_tokens=args.contexts + 1, test_tokens=10, seed=0)
     target = torch.from_numpy(true_log_probs(corpus.unigrams, corpus.splits["valid"], args.block))
     print(f"contexts {target.shape[0]}, vocab {target.shape[1]}, rank of log P = {numerical_rank(target)}")
-    print("| d | Softmax KL | MoS-%d KL |\n|---|---|---|" % args.topics)
+    print(f"| d | Softmax KL | MoS-{args.topics} KL |\n|---|---|---|")
     for d in map(int, args.dims.split(",")):
         kl_s = bottleneck_fit(target, d=d, k=1, steps=args.steps)
         kl_m = bottleneck_fit(target, d=d, k=args.topics, steps=args.steps)

@@ -38,7 +38,6 @@ import time
 from pathlib import Path
 
 import torch
-
 from gemm_rate import gemm_rate, top_ops
 
 HF_PYTHON = os.environ.get("GENLAB_HF435_PYTHON", "/tmp/venv435/bin/python")

@@ -25,7 +25,6 @@ import statistics
 import time
 
 import torch
-
 from gemm_rate import GEMM_OPS, gemm_rate, top_ops
 from xlnet_throughput import SIZES, make_batch
 

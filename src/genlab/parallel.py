@@ -3,12 +3,15 @@
 ``parallelize`` applies, per block and in torchtitan's order, (1) activation checkpointing, (2) regional
 ``torch.compile``, (3) FSDP2 ``fully_shard`` with a mixed-precision policy and optional CPU offload, and finally
 shards the root (embeddings, output layer, shared parameters). Models declare their blocks with a class
-attribute ``block_classes`` (or a ``blocks()`` method returning the block modules).
+attribute ``block_classes`` (or a ``blocks()`` method returning the block modules): Transformer-XL, XLNet and
+BERT do. Methods other than ``forward`` that tasks call on a root (``encode``, ``mlm_logits`` ...) are declared in
+a class attribute ``forward_methods``, so the sharded parameters are gathered around them too.
 
 Lightning drives it: ``FSDP2Strategy`` is Lightning's ``ModelParallelStrategy`` with pure data-parallel sharding
 over every process by default and the options below; ``ParallelizeMixin`` gives a LightningModule the
-``configure_model`` hook that calls ``parallelize`` when such a strategy runs. Nothing here moves data between
-processes itself: collectives, checkpoints and launching stay Lightning's and PyTorch's.
+``configure_model`` hook that calls ``parallelize`` on the task when such a strategy runs. Every transformer task
+uses it: the LM task, the pretraining tasks (PLM, DAE, MLM) and the finetuning tasks. Nothing here moves data
+between processes itself: collectives, checkpoints and launching stay Lightning's and PyTorch's.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Literal
 
+import pytorch_lightning as pl
 import torch
 from pytorch_lightning.strategies import ModelParallelStrategy
 from torch import nn
@@ -23,6 +27,8 @@ from torch import nn
 from genlab.errors import ConfigError
 
 PRECISIONS = ("64-true", "32-true", "32", "bf16-mixed", "16-mixed", "bf16-true", "16-true")
+# Lightning's short spellings (``precision=bf16``, ``16``, ``64``) and what it turns them into.
+PRECISION_ALIASES = {"64": "64-true", "32": "32-true", "16": "16-mixed", "bf16": "bf16-mixed"}
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 
@@ -97,11 +103,20 @@ def check_strategy_device(strategy: Any, accelerator: str = "auto") -> None:
         )
 
 
-def check_precision(precision: str, device: torch.device) -> None:
-    """Refuse, with the fix, a ``trainer.precision`` the device cannot run."""
+def normalize_precision(precision: Any) -> str:
+    """``trainer.precision`` as Lightning reads it: ``bf16`` -> ``bf16-mixed``, ``16`` -> ``16-mixed``, ``32`` ->
+    ``32-true``, ``64`` -> ``64-true`` (the int and string spellings alike); other values unchanged."""
     precision = str(precision)
+    return PRECISION_ALIASES.get(precision, precision)
+
+
+def check_precision(precision: str, device: torch.device) -> None:
+    """Refuse, with the fix, a ``trainer.precision`` the device cannot run. bf16 runs on every CPU (autocast to
+    bfloat16 with fp32 islands: softmax, masks, position tables, losses); fp16 has no CPU autocast."""
+    precision = normalize_precision(precision)
     if precision not in PRECISIONS:
-        raise ConfigError(f"trainer.precision={precision} is unknown; use one of {', '.join(PRECISIONS)}")
+        raise ConfigError(f"trainer.precision={precision} is unknown; use one of {', '.join(PRECISIONS)} "
+                          f"(or Lightning's short {', '.join(PRECISION_ALIASES)})")
     half = precision.startswith("16")
     bf16 = precision.startswith("bf16")
     if device.type == "cuda":
@@ -137,6 +152,7 @@ def _dtype(name: str | None) -> torch.dtype | None:
 def mixed_precision_dtypes(precision: str) -> tuple[torch.dtype | None, torch.dtype | None]:
     """(param_dtype, reduce_dtype) FSDP2 uses for ``trainer.precision``: low-precision compute for ``*-mixed``
     with fp32 gradient reduction; nothing to cast for ``*-true`` (the weights already have that dtype)."""
+    precision = normalize_precision(precision)
     if precision == "bf16-mixed":
         return torch.bfloat16, torch.float32
     if precision == "16-mixed":
@@ -154,6 +170,11 @@ def _replace(model: nn.Module, old: nn.Module, new: nn.Module) -> None:
     raise ValueError(f"block {type(old).__name__} is not a submodule of {type(model).__name__}")
 
 
+def _parts(task: nn.Module) -> list[nn.Module]:
+    """The top-level parts of a task holding trainable parameters: its model and heads (not metrics)."""
+    return [m for m in task.children() if any(p.requires_grad for p in m.parameters())]
+
+
 def parallelize(
     model: nn.Module,
     mesh: Any | None,
@@ -167,10 +188,20 @@ def parallelize(
 ) -> nn.Module:
     """Apply AC -> compile -> fully_shard to each block, then fully_shard the root. In place; returns ``model``.
 
-    ``mesh=None`` skips sharding (single process: activation checkpointing and compilation only).
+    ``model`` is a model, or a task (a LightningModule) holding one: the blocks are those of the first module that
+    declares them, and a task's roots are its top-level parts holding parameters (the model, a finetuning head, an
+    NSP head), each sharded on its own, so every trainable parameter is sharded and its gradients reduced while
+    the task itself stays a plain LightningModule. ``mesh=None`` skips sharding (single process: activation
+    checkpointing and compilation only).
     """
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
-    from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
+    from torch.distributed.fsdp import (
+        CPUOffloadPolicy,
+        MixedPrecisionPolicy,
+        OffloadPolicy,
+        fully_shard,
+        register_fsdp_forward_method,
+    )
 
     blocks = find_blocks(model)
     wrapped = []
@@ -190,7 +221,12 @@ def parallelize(
         # The last block's parameters are needed again at once by backward: keep them gathered.
         reshard = reshard_after_forward and i < len(wrapped) - 1
         fully_shard(block, mesh=mesh, mp_policy=mp, offload_policy=offload, reshard_after_forward=reshard)
-    fully_shard(model, mesh=mesh, mp_policy=mp, offload_policy=offload, reshard_after_forward=reshard_after_forward)
+    for root in _parts(model) if isinstance(model, pl.LightningModule) else [model]:
+        fully_shard(root, mesh=mesh, mp_policy=mp, offload_policy=offload, reshard_after_forward=reshard_after_forward)
+        # FSDP2 gathers a root's parameters around forward only; a model's other entry points (a backbone's
+        # encode/summary, BERT's mlm_logits ...) are declared in forward_methods and gathered around as well
+        for name in getattr(type(root), "forward_methods", ()):
+            register_fsdp_forward_method(root, name)
     return model
 
 
@@ -247,13 +283,14 @@ class FSDP2Strategy(ModelParallelStrategy):
 
 
 class ParallelizeMixin:
-    """Put first in a LightningModule's bases (``class LanguageModelTask(ParallelizeMixin, pl.LightningModule)``)
-    to shard ``self.model`` per block when the run uses ``ModelParallelStrategy`` (``strategy=fsdp``)."""
+    """Put before ``pl.LightningModule`` in a task's bases (``class LanguageModelTask(ParallelizeMixin,
+    pl.LightningModule)``) to ``parallelize`` the task (its model per block, then every part holding parameters)
+    when the run uses ``ModelParallelStrategy`` (``strategy=fsdp``)."""
 
     def configure_model(self) -> None:
         trainer = self.trainer
         strategy = trainer.strategy
-        if not isinstance(strategy, ModelParallelStrategy) or is_sharded(self.model):
+        if not isinstance(strategy, ModelParallelStrategy) or is_sharded(self):
             return  # other strategies wrap the model themselves; Lightning calls this hook again for test
         precision = str(trainer.precision)
         check_precision(precision, strategy.root_device)
@@ -261,7 +298,7 @@ class ParallelizeMixin:
             options = strategy.parallelize_options(precision)
         else:
             options = dict(zip(("param_dtype", "reduce_dtype"), mixed_precision_dtypes(precision)))
-        parallelize(self.model, strategy.device_mesh["data_parallel"], **options)
+        parallelize(self, strategy.device_mesh["data_parallel"], **options)
 
 
 class BlockWrapPolicy:

@@ -4,7 +4,7 @@ Layout of one run directory (written by the train entry point through these func
     config.yaml      resolved config            overrides.yaml   the Hydra task overrides of this run/trial
     run.json         experiment, git commit, environment, monitor, W&B run id, sweep position
     spiece.model     pretraining runs: the SentencePiece model of their data (see ``keep_tokenizer``)
-    metrics.json     status (finished|failed), final metrics, monitor value, best checkpoint, error
+    metrics.json     status (finished|failed|interrupted), final metrics, monitor value, best checkpoint, error
     checkpoints/     Lightning checkpoints (best + last)
 """
 
@@ -18,9 +18,10 @@ import platform
 import socket
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -32,7 +33,7 @@ OVERRIDES_FILE = "overrides.yaml"
 RUN_FILE = "run.json"
 METRICS_FILE = "metrics.json"
 WANDB_ID_FILE = "wandb_id"
-STATUSES = ("finished", "failed")
+STATUSES = ("finished", "failed", "interrupted")  # interrupted: stopped by a signal, resumable
 
 
 def _process_group() -> Any:
@@ -55,7 +56,7 @@ def global_rank() -> int:
 
 
 def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 def read_json(path: Path) -> dict:
@@ -301,11 +302,11 @@ def find_best_checkpoint(run_dir: str | Path) -> Path | None:
 
 
 def _best_from_state(ckpt: Path) -> Path | None:
-    import torch
+    from genlab import checkpoints
 
     try:
-        state = torch.load(ckpt, map_location="cpu", weights_only=False, mmap=True)
-    except Exception:
+        state = checkpoints.load(ckpt, mmap=True)
+    except CheckpointError:
         return None
     for key, value in state.get("callbacks", {}).items():
         if "ModelCheckpoint" in str(key) and isinstance(value, dict) and value.get("best_model_path"):
@@ -337,29 +338,24 @@ class Run:
             return dict(self.info["model_overrides"])
         if OmegaConf.select(self.config, "data") is None:
             return {}
-        from hydra.utils import instantiate
+        from genlab.cli import build
 
-        dm = instantiate(self.config.data)
-        if not hasattr(dm, "model_overrides"):
-            return {}
-        dm.prepare_data()
-        dm.setup("fit")
-        return dict(dm.model_overrides())
+        return build.data_sizes(build.build_data(self.config.data))
 
     def load_task(self, checkpoint: str | Path | None = None, map_location: str = "cpu"):
-        """Instantiate the task from the run's config and load the best (or the given) checkpoint, in eval mode."""
-        import torch
-        from hydra.utils import instantiate
+        """Instantiate the task from the run's config, as train.py built it, and load the best (or the given)
+        checkpoint, in eval mode."""
+        from genlab import checkpoints
+        from genlab.cli import build
 
         ckpt = Path(checkpoint) if checkpoint else self.best_checkpoint
         if ckpt is None or not ckpt.exists():
             raise CheckpointError(f"{self.dir}: no checkpoint found under checkpoints/; pass checkpoint=<path>")
-        model = instantiate(self.config.model, **self.model_overrides())
-        task = instantiate(self.config.task, model=model)
-        state = torch.load(ckpt, map_location=map_location, weights_only=False)
+        task = build.build_task(self.config, sizes=self.model_overrides())
+        state = checkpoints.load(ckpt, map_location=map_location)
         try:
             task.load_state_dict(state["state_dict"])
-        except RuntimeError as e:
+        except (KeyError, RuntimeError) as e:
             raise CheckpointError(f"{ckpt} does not fit the model built from {self.dir / CONFIG_FILE}: {e}") from e
         task.on_load_checkpoint(state)  # task-held state (e.g. LM memories) saved beside the weights
         return task.eval()

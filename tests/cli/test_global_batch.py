@@ -10,11 +10,11 @@ import sys
 
 import pytest
 import torch
-from helpers import ROOT
 
 from genlab.cli import build
 from genlab.errors import ConfigError
 from genlab.parallel import check_strategy_device, world_size
+from helpers import ROOT
 
 
 def test_world_size_is_devices_per_node_times_nodes():

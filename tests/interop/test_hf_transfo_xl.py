@@ -22,6 +22,7 @@ from genlab.interop.hf_transfo_xl import (
     hf_key_map,
     load_hf_checkpoint,
     load_hf_state_dict,
+    save_hf_checkpoint,
 )
 from genlab.models.transformer_xl import TransformerXL
 
@@ -218,3 +219,34 @@ def test_load_checkpoint_from_pytorch_bin(tmp_path):
     torch.save(export_hf_state_dict(model), tmp_path / "pytorch_model.bin")
     again = load_hf_checkpoint(tmp_path).eval()
     assert _max_err(again, expected, "same_length=False,clamp_len=-1,init=zeros", False, -1) <= 1e-4
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_save_hf_checkpoint_writes_the_folder_4_35_wrote(name, tmp_path):
+    """The exported folder holds what transformers 4.35.2's save_pretrained wrote for the same weights: the same
+    safetensors keys and tensors, and a config.json agreeing on every key 4.35 reads; it imports back exactly."""
+    model = load_hf_checkpoint(FIXTURES / name).eval()
+    save_hf_checkpoint(model, tmp_path)
+    theirs, ours = load_file(FIXTURES / name / "model.safetensors"), load_file(tmp_path / "model.safetensors")
+    assert sorted(ours) == sorted(theirs) and all(torch.equal(ours[k], theirs[k]) for k in theirs)
+    config, written = json.loads((FIXTURES / name / "config.json").read_text()), json.loads(
+        (tmp_path / "config.json").read_text())
+    assert {k: written.get(k) for k in config if k not in ("transformers_version", "torch_dtype")} == {
+        k: v for k, v in config.items() if k not in ("transformers_version", "torch_dtype")}
+    again, expected = _load(name)
+    ids = expected["input_ids"]
+    back = load_hf_checkpoint(tmp_path).eval()
+    assert torch.equal(_run(again, ids, expected["seg_len"])[0], _run(back, ids, expected["seg_len"])[0])
+
+
+def test_save_hf_checkpoint_refuses_what_hf_would_evaluate_differently(tmp_path):
+    """Our defaults (empty initial memory, the TF same_length mask) are evaluation settings HF 4.35 lacks: the
+    export names each one and the fix, writes nothing, and exports when asked to."""
+    model = TransformerXL(60, n_layer=2, d_model=16, n_head=2, d_head=8, d_inner=32, mem_len=4, same_length=True)
+    with pytest.raises(CheckpointError) as err:
+        save_hf_checkpoint(model, tmp_path / "refused")
+    assert "init_mem='empty'" in str(err.value) and "same_length_variant='tf'" in str(err.value)
+    assert "init_mem=zeros" in str(err.value) and not (tmp_path / "refused").exists()
+    model.init_mem, model.same_length_variant = "zeros", "pytorch"
+    save_hf_checkpoint(model, tmp_path / "ok")
+    assert load_hf_checkpoint(tmp_path / "ok").state_dict().keys() == model.state_dict().keys()

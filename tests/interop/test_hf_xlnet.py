@@ -6,8 +6,14 @@ import pytest
 import torch
 
 from genlab.errors import CheckpointError
-from genlab.interop.hf_xlnet import (config_from_hf, export_hf_state_dict, load_hf_checkpoint, load_hf_state_dict,
-                                     read_state_dict, save_hf_checkpoint)
+from genlab.interop.hf_xlnet import (
+    config_from_hf,
+    export_hf_state_dict,
+    load_hf_checkpoint,
+    load_hf_state_dict,
+    read_state_dict,
+    save_hf_checkpoint,
+)
 from genlab.models.xlnet import XLNetLMHeadModel, XLNetModel
 
 transformers = pytest.importorskip("transformers", reason="transformers (test dependency) is not installed")
@@ -120,3 +126,64 @@ def test_activation_mapping():
                                ff_activation="gelu_new"))["ff_activation"] == "gelu_tanh"
     with pytest.raises(CheckpointError, match="ff_activation"):
         config_from_hf(dict(vocab_size=5, d_model=4, n_head=2, n_layer=1, d_inner=8, ff_activation="swish"))
+
+
+def _segments(n: int = 3, t: int = 5):
+    g = torch.Generator().manual_seed(3)
+    return [(torch.randint(0, V, (2, t), generator=g), torch.randint(0, 2, (2, t), generator=g)) for _ in range(n)]
+
+
+@pytest.mark.parametrize("hf_memory", [dict(mem_len=None), dict(mem_len=None, reuse_len=3), dict(mem_len=4),
+                                       dict(mem_len=6, reuse_len=2), dict(mem_len=0, use_mems_eval=False)],
+                         ids=["unbounded", "unbounded-reuse3", "mem4", "mem6-reuse2", "no-memory"])
+def test_imported_model_carries_memory_across_segments_as_hf(tmp_path, hf_memory):
+    """config.json's mem_len (null = keep everything), reuse_len (cache the first positions only) and use_mems_eval
+    decide what HF remembers between calls; an imported model must give the same logits on every segment."""
+    hf = hf_model(**hf_memory)
+    hf.save_pretrained(tmp_path)
+    model = load_hf_checkpoint(tmp_path, dropout=0.0, dropatt=0.0).eval()
+    hf_mems, memory = None, None
+    for ids, seg in _segments():
+        want = hf(ids, token_type_ids=seg, mems=hf_mems)  # eval: HF remembers iff config.use_mems_eval
+        got = model(ids, seg, memory=memory)
+        assert (got.logits - want.logits).abs().max() < 1e-4
+        hf_mems, memory = want.mems, got.memory
+        if hf_memory.get("use_mems_eval", True):
+            assert [m.shape for m in memory] == [m.transpose(0, 1).shape for m in hf_mems]
+        else:
+            assert memory is None
+    # and back: our export writes the same memory semantics into config.json
+    save_hf_checkpoint(model, tmp_path / "back")
+    again = transformers.XLNetLMHeadModel.from_pretrained(tmp_path / "back").eval()
+    for key in ("mem_len", "reuse_len", "use_mems_eval"):
+        assert getattr(again.config, key) == getattr(hf.config, key) or (key == "mem_len" and not hf.config.mem_len)
+
+
+def test_a_query_row_with_no_visible_key_attends_uniformly_as_hf(tmp_path):
+    """The first target of a factorisation order without memory sees no key: the official code and HF attend
+    uniformly; the default model and an imported one do too ("zero" remains as an ablation)."""
+    hf = hf_model()
+    hf.save_pretrained(tmp_path)
+    ids, seg = batch()
+    perm = torch.ones(2, 6, 6)  # every query row blocks every key: each target slot is an empty row
+    tm = torch.zeros(2, 2, 6)
+    tm[:, 0, 1] = tm[:, 1, 4] = 1
+    want = hf(ids, token_type_ids=seg, perm_mask=perm, target_mapping=tm).logits
+    imported = load_hf_checkpoint(tmp_path, dropout=0.0, dropatt=0.0).eval()
+    assert (imported(ids, seg, perm_mask=perm, target_mapping=tm).logits - want).abs().max() < 1e-4
+    default = XLNetLMHeadModel(V, **{**DIMS, "dropout": 0.0, "dropatt": 0.0})
+    default.load_state_dict(imported.state_dict())
+    assert (default.eval()(ids, seg, perm_mask=perm, target_mapping=tm).logits - want).abs().max() < 1e-4
+    ablation = XLNetLMHeadModel(V, **{**DIMS, "dropout": 0.0, "dropatt": 0.0, "empty_row_policy": "zero"})
+    ablation.load_state_dict(imported.state_dict())
+    assert (ablation.eval()(ids, seg, perm_mask=perm, target_mapping=tm).logits - want).abs().max() > 1e-3
+
+
+def test_load_hf_checkpoint_accepts_every_model_option(tmp_path):
+    hf_model().save_pretrained(tmp_path)
+    model = load_hf_checkpoint(tmp_path, mem_len=8, reuse_len=2, empty_row_policy="zero", clamp_len=4,
+                               same_length=True, dropout=0.0, dropatt=0.0, ff_inner_dropout=0.0)
+    backbone = model.transformer
+    assert (backbone.mem_len, backbone.reuse_len, backbone.empty_row_policy, backbone.clamp_len) == (8, 2, "zero", 4)
+    with pytest.raises(TypeError, match="n_layers"):
+        load_hf_checkpoint(tmp_path, n_layers=3)

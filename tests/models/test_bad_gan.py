@@ -89,7 +89,7 @@ def test_shapes_and_ranges():
     for n1, n2 in [(64, 128), (96, 192)]:
         d = ConvDiscriminator(n1, n2)
         sizes = []
-        hooks = [m.register_forward_hook(lambda _m, _i, o: sizes.append(o.shape[-1])) for m in d.trunk
+        hooks = [m.register_forward_hook(lambda _m, _i, o, sizes=sizes: sizes.append(o.shape[-1])) for m in d.trunk
                  if isinstance(m, WNConv2d)]
         logits, h = d(torch.rand(2, 3, 32, 32))
         assert logits.shape == (2, 10) and h.shape == (2, n2)

@@ -8,9 +8,8 @@ import torch.nn.functional as F
 
 from genlab.models.backbones import BertBackbone, XLNetBackbone, adapt
 from genlab.models.bert import BertForPretraining
-from genlab.models.heads import ClassificationHead, MultipleChoiceHead, SpanHead
+from genlab.models.heads import ClassificationHead, MultipleChoiceHead, SequenceSummary, SpanHead
 from genlab.models.xlnet import XLNetLMHeadModel
-
 
 
 @pytest.fixture(autouse=True)
@@ -34,8 +33,26 @@ def test_xlnet_summary_is_tanh_projection_of_last_position():
     mask[0, :3] = 0  # left padding
     h = bb.encode(ids, torch.zeros_like(ids), mask)
     assert h.shape == (2, 7, 32)
-    expected = torch.tanh(h[:, -1] @ bb.summary_proj.weight.T + bb.summary_proj.bias)
+    expected = torch.tanh(h[:, -1] @ bb.sequence_summary.summary.weight.T + bb.sequence_summary.summary.bias)
     torch.testing.assert_close(bb.summary(h), expected)
+
+
+def test_sequence_summary_is_shared_by_finetuning_and_the_nsp_head():
+    torch.manual_seed(0)
+    bb = adapt(tiny_xlnet(), summary_dropout=0.0).eval()
+    nsp = SequenceSummary(32, 2, dropout=0.0).eval()
+    nsp.summary.load_state_dict(bb.sequence_summary.summary.state_dict())
+    h = torch.randn(3, 5, 32)
+    torch.testing.assert_close(nsp(h), nsp.logits_proj(bb.summary(h)))
+
+
+def test_finetuning_checkpoints_with_the_former_summary_name_still_load():
+    torch.manual_seed(0)
+    bb = adapt(tiny_xlnet(), summary_dropout=0.0)
+    old = {k.replace("sequence_summary.summary.", "summary_proj."): v.clone() + 1 for k, v in bb.state_dict().items()}
+    assert "summary_proj.weight" in old
+    bb.load_state_dict(old, strict=True)
+    torch.testing.assert_close(bb.sequence_summary.summary.weight, old["summary_proj.weight"])
 
 
 def test_xlnet_padding_does_not_change_the_summary():
@@ -186,8 +203,8 @@ def test_c23_sequence_classification_equals_hf_xlnet():
     task = SequenceClassificationTask(model, functools.partial(torch.optim.SGD, lr=0.1), None, n_labels=3,
                                       summary_dropout=0.0).double().eval()
     with torch.no_grad():
-        task.backbone.summary_proj.weight.copy_(hf.sequence_summary.summary.weight)
-        task.backbone.summary_proj.bias.copy_(hf.sequence_summary.summary.bias)
+        # the same name as HF's: sequence_summary.summary
+        task.backbone.sequence_summary.summary.load_state_dict(hf.sequence_summary.summary.state_dict())
         task.head.proj.weight.copy_(hf.logits_proj.weight)
         task.head.proj.bias.copy_(hf.logits_proj.bias)
     ids = torch.randint(5, 50, (2, 9))

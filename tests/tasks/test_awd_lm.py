@@ -149,7 +149,7 @@ def test_c13_gradient_accumulation_equals_full_batch():
     for small in (6, 2):
         task = _task(model, small_batch_size=small)
         task._train_memory = [None] * (6 // small)
-        for step in range(2):  # the second step carries the per-chunk states
+        for _step in range(2):  # the second step carries the per-chunk states
             model.zero_grad()
             task.chunked_backward(inputs, target, lambda loss: loss.backward())
         grads.append([p.grad.clone() for p in model.parameters()])

@@ -34,7 +34,7 @@ def test_polyak_average_equals_hand_computed_average_over_3_steps(init):
     task._data_init([torch.rand(20, 16)])
     # improved-GAN: avg starts at 0 ('zeros') or at the initialised weights, then avg += (1 - decay)(p - avg)
     avg = {n: torch.zeros_like(p) if init == "zeros" else p.detach().clone() for n, p in d.named_parameters()}
-    for step in range(3):
+    for _step in range(3):
         batch = {"x_lab": torch.rand(10, 16), "y_lab": torch.arange(10), "x_unl": torch.rand(12, 16)}
         task.d_step(batch, opt_d)
         for n, p in d.named_parameters():

@@ -15,12 +15,12 @@ import pytest
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
-from helpers import train_preset
 from torch.utils.data import DataLoader
 
 from genlab.models.xlnet import XLNetLMHeadModel
 from genlab.tasks.finetune_multiple_choice import MultipleChoiceTask
 from genlab.tasks.layerwise_lr import AdamWeightDecay
+from helpers import train_preset
 
 warnings.filterwarnings("ignore", category=UserWarning)
 ROOT = Path(__file__).resolve().parents[2]

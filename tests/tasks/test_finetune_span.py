@@ -9,7 +9,6 @@ import warnings
 
 import pytest
 import pytorch_lightning as pl
-from helpers import train_preset
 
 from genlab.data.finetune.squad import SquadDataModule
 from genlab.errors import ConfigError
@@ -18,6 +17,7 @@ from genlab.models.xlnet import XLNetLMHeadModel
 from genlab.tasks.finetune_span import SpanExtractionTask
 from genlab.tasks.layerwise_lr import AdamWeightDecay
 from genlab.tasks.optim import warmup_linear
+from helpers import train_preset
 
 warnings.filterwarnings("ignore", category=UserWarning)
 

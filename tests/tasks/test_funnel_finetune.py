@@ -125,7 +125,7 @@ def test_grad_scale_mode_scales_the_layer_scoped_relative_biases_and_the_embeddi
         p.grad = torch.ones_like(p)
     from genlab.tasks.layerwise_lr import scale_layer_gradients
 
-    scale_layer_gradients(task, 0.5, **task._depths())
+    scale_layer_gradients(task, 0.5, **task.layer_depths())
     f = task.backbone.funnel
     assert float(f.encoder.layer[0].attention.r_w_bias.grad[0, 0]) == 0.5**3  # inside the layer scope here
     assert float(f.embeddings.word_embeddings.weight.grad[0, 0]) == 0.5**4

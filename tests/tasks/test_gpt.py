@@ -342,11 +342,11 @@ def test_pretraining_then_finetuning_beats_finetuning_from_scratch():
 @pytest.mark.parametrize("model_cfg", ["gpt", "gpt_mini"])
 @pytest.mark.parametrize("task_cfg", ["gpt_pretrain", "gpt_finetune"])
 def test_configs_validate_and_build(model_cfg, task_cfg):
-    from helpers import CONF
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
     from genlab.cli.validate import validate_config
+    from helpers import CONF
 
     cfg = OmegaConf.create({"trainer": {"max_steps": 100},
                             "model": OmegaConf.load(CONF / "model" / f"{model_cfg}.yaml"),

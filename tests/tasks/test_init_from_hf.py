@@ -89,7 +89,7 @@ def test_bert_folder_finetunes_through_the_cli_and_a_different_vocab_is_refused(
     bad = run_train("experiment=bert_sst2_mini", f"task.init_from={bert_dir}",
                     f"data.tokenizer={foreign}", *BERT_MODEL, *SHORT, tmp_path=tmp_path)
     assert bad.returncode == 2
-    assert "pretrained with tokenizer" in bad.stderr and f"data.tokenizer={bert_dir}" in bad.stderr
+    assert "trained with tokenizer=" in bad.stderr and f"data.tokenizer={bert_dir}" in bad.stderr
 
 
 def test_xlnet_folder_finetunes_through_the_cli_and_a_new_sentencepiece_is_refused(tmp_path, xlnet_dir):
@@ -167,11 +167,11 @@ PUBLISHED = {
 def test_presets_fit_the_published_checkpoints(tmp_path, name, preset, overrides):
     """The README's commands: each preset, with the overrides it documents, passes the architecture check (HF's
     XLNet configs say erf "gelu", so the tanh-GELU preset default is refused until model.ff_activation=gelu)."""
-    from helpers import compose_config
     from hydra.utils import instantiate
 
     from genlab.interop import hf_bert, hf_xlnet
     from genlab.tasks.finetune_base import _check_hf_architecture
+    from helpers import compose_config
 
     folder = tmp_path / name
     folder.mkdir()
@@ -209,4 +209,4 @@ def test_own_pretraining_run_finetunes_with_its_checkpoint_as_tokenizer(tmp_path
 
     bad = run_train("experiment=xlnet_sst2_mini", f"task.init_from={ckpt}", *tiny, *SHORT, tmp_path=tmp_path)
     assert bad.returncode == 2  # data.tokenizer=null trains the mini's own SentencePiece (another vocabulary)
-    assert "vocabulary of" in bad.stderr and f"data.tokenizer={ckpt}" in bad.stderr
+    assert "trained with vocab_size=" in bad.stderr and f"data.tokenizer={ckpt}" in bad.stderr

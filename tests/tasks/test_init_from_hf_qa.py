@@ -100,7 +100,7 @@ def test_bert_folder_finetunes_race_and_a_different_vocab_is_refused(tmp_path, b
     bad = run_train("experiment=bert_race_mini", f"task.init_from={bert_dir}", f"data.tokenizer={foreign}", *MODEL,
                     "data.max_qa_length=24", *SHORT, tmp_path=tmp_path)
     assert bad.returncode == 2, bad.stderr[-3000:]
-    assert "pretrained with tokenizer" in bad.stderr and f"data.tokenizer={bert_dir}" in bad.stderr
+    assert "trained with tokenizer=" in bad.stderr and f"data.tokenizer={bert_dir}" in bad.stderr
 
 
 @pytest.mark.parametrize("experiment", ["bert_squad1", "bert_squad2", "bert_race"])

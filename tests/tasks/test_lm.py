@@ -7,11 +7,11 @@ import math
 import pytest
 import pytorch_lightning as pl
 import torch
-from helpers import TINY_TXL as TINY
-from helpers import PreemptAfterBatches
 
 from genlab.callbacks.run_record import RunRecord
 from genlab.cli import build
+from helpers import TINY_TXL as TINY
+from helpers import PreemptAfterBatches
 
 
 class StopAt(pl.Callback):

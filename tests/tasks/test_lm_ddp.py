@@ -7,7 +7,6 @@ import pytorch_lightning as pl
 import torch
 
 from genlab.cli import build
-
 from helpers import TINY_TXL as TINY
 
 pytestmark = pytest.mark.distributed

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from genlab.tasks.optim import constant, param_groups, warmup_cosine, warmup_linear
+from genlab.tasks.optim import constant, warmup_cosine, warmup_linear, weight_decay_groups
 
 
 def lrs(schedule_fn, steps: int, **kw) -> list[float]:
@@ -36,7 +36,7 @@ def test_warmup_linear_and_constant():
 
 def test_no_weight_decay_on_biases_norms_and_embeddings():
     model = torch.nn.Sequential(torch.nn.Embedding(5, 4), torch.nn.Linear(4, 4), torch.nn.LayerNorm(4))
-    decay, no_decay = param_groups(model, weight_decay=0.01)
+    decay, no_decay = weight_decay_groups(model, weight_decay=0.01)
     assert [p.shape for p in decay["params"]] == [torch.Size([4, 4])]
     assert decay["weight_decay"] == 0.01 and no_decay["weight_decay"] == 0.0
     assert len(no_decay["params"]) == 4

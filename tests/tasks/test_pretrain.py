@@ -11,12 +11,7 @@ import torch.nn.functional as F
 
 from genlab.models.bert import BertForPretraining
 from genlab.models.xlnet import XLNetLMHeadModel
-from genlab.tasks.layerwise_lr import (
-    AdamWeightDecay,
-    decays,
-    param_groups,
-    scale_layer_gradients,
-)
+from genlab.tasks.layerwise_lr import AdamWeightDecay, decays, layer_decay_groups, scale_layer_gradients
 from genlab.tasks.optim import warmup_linear
 from genlab.tasks.pretrain import (
     DAETask,
@@ -122,7 +117,7 @@ def test_c18_linear_warmup_then_linear_decay_to_min_ratio():
 
 def test_c20_layerwise_lr_groups_and_grad_scale():
     model = _xlnet(n_layer=3)
-    groups = param_groups(model, lr=1.0, weight_decay=0.01, layer_decay=0.5)
+    groups = layer_decay_groups(model, lr=1.0, weight_decay=0.01, layer_decay=0.5)
     lr_of = {id(p): g["lr"] for g in groups for p in g["params"]}
     wd_of = {id(p): g["weight_decay"] for g in groups for p in g["params"]}
     for name, p in model.named_parameters():

@@ -48,7 +48,7 @@ def test_c26_memory_helps_when_segments_copy_the_previous_one():
         g = torch.Generator().manual_seed(0)
         prev = [torch.randint(9, V, (B, T), generator=g)]
 
-        def batches(step):
+        def batches(step, g=g, prev=prev):
             cur = torch.randint(9, V, (B, T), generator=g)
             cur[:, :C] = prev[0][:, -C:]
             prev[0] = cur

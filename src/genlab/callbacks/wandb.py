@@ -10,16 +10,17 @@ import netrc
 import os
 import secrets
 import string
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 from urllib.parse import urlparse
 
-from omegaconf import OmegaConf
+from omegaconf import OmegaConf, open_dict
 from pytorch_lightning.loggers import WandbLogger
 from pytorch_lightning.utilities import rank_zero_only
 
 from genlab.errors import ConfigError
-from genlab.runs import CONFIG_FILE, RUN_FILE, WANDB_ID_FILE, flatten_dict, global_rank, update_run_info
+from genlab.runs import CONFIG_FILE, RUN_FILE, WANDB_ID_FILE, flatten_dict, global_rank, read_json, update_run_info
 
 MODES = ("auto", "online", "offline", "disabled")
 MAX_TAG_LEN = 64  # W&B rejects longer tags
@@ -34,6 +35,9 @@ class FlatWandbLogger(WandbLogger):
 
     def __init__(self, *args: Any, config_file: str | Path | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # Lightning always passes `anonymous` (None when unset); W&B warns on every run that it is deprecated.
+        if self._wandb_init.get("anonymous") is None:
+            self._wandb_init.pop("anonymous", None)
         self._config_file = Path(config_file) if config_file else None
         self._config_synced = False
 
@@ -79,8 +83,11 @@ def resolve_mode(mode: str) -> str:
     return "online" if is_logged_in() else "offline"
 
 
-def sweep_identity(group: str, name: str | None, tags: list[str], save_dir: str) -> tuple[str, str, list[str]]:
-    """Group/name/tags from the Hydra runtime: one group per multirun, trials named and tagged by their overrides."""
+def sweep_identity(
+    group: str, name: str | None, tags: list[str], save_dir: str, sweep_group: bool = True
+) -> tuple[str, str, list[str]]:
+    """Group/name/tags from the Hydra runtime: one group per multirun (unless ``sweep_group`` is false: an
+    evaluation sweep joins its training run's group), trials named and tagged by their overrides."""
     from hydra.core.hydra_config import HydraConfig
 
     tags = [str(t) for t in tags]
@@ -94,7 +101,8 @@ def sweep_identity(group: str, name: str | None, tags: list[str], save_dir: str)
         if experiment:
             tags.append(f"experiment={experiment}")
         if multirun:
-            group = f"{group}-{Path(hc.sweep.dir).name}"
+            if sweep_group:
+                group = f"{group}-{Path(hc.sweep.dir).name}"
             tags.append("multirun")
             if run_name is None:
                 run_name = dirname or f"trial{hc.job.num}"
@@ -127,6 +135,8 @@ def make_wandb_logger(
     tags: list[str],
     save_dir: str,
     mode: str = "auto",
+    job_type: str = "train",
+    sweep_group: bool = True,
 ) -> WandbLogger | None:
     """Build the W&B logger for this run, or None when ``mode`` is disabled. See the module docstring."""
     mode = resolve_mode(mode)
@@ -137,7 +147,7 @@ def make_wandb_logger(
     # A previous trial of an in-process multirun may have left its run open; never log into it.
     if wandb.run is not None:
         wandb.run.finish()
-    group, run_name, tags = sweep_identity(group, name, list(tags or []), save_dir)
+    group, run_name, tags = sweep_identity(group, name, list(tags or []), save_dir, sweep_group)
     rid, resuming = run_id(save_dir)
     return FlatWandbLogger(
         project=project,
@@ -149,7 +159,7 @@ def make_wandb_logger(
         resume="allow" if resuming else None,
         mode=mode,
         config_file=Path(save_dir) / CONFIG_FILE,
-        job_type="train",
+        job_type=job_type,
         settings=wandb.Settings(init_timeout=120, silent=True),
     )
 
@@ -161,3 +171,53 @@ def finish_wandb(exit_code: int = 0) -> None:
     wandb = sys.modules.get("wandb")
     if wandb is not None and wandb.run is not None:
         wandb.run.finish(exit_code=exit_code)
+
+
+def training_group(run_dir: str | Path) -> str | None:
+    """The W&B group genlab's logger gave the training run in ``run_dir`` (``<name>``, or ``<name>-<sweep dir>``
+    for a multirun trial), read back from its config.yaml and run.json; None when the folder is no run."""
+    info = read_json(Path(run_dir) / RUN_FILE)
+    if info.get("job") == "eval" and info.get("training_dir"):  # an eval.py record logs into its training group
+        return training_group(info["training_dir"])
+    config = Path(run_dir) / CONFIG_FILE
+    name = OmegaConf.select(OmegaConf.load(config), "name", default=None) if config.exists() else None
+    name = name or info.get("experiment")
+    if not name:
+        return None
+    hydra = info.get("hydra") or {}
+    if str(hydra.get("mode", "")).endswith("MULTIRUN") and hydra.get("sweep_dir"):
+        return f"{name}-{Path(hydra['sweep_dir']).name}"
+    return str(name)
+
+
+def run_dir_of_checkpoint(ckpt_path: str | Path) -> Path | None:
+    """The run folder holding a checkpoint (``<run>/checkpoints/last.ckpt``): the nearest parent with run.json."""
+    for parent in Path(ckpt_path).resolve().parents:
+        if (parent / RUN_FILE).exists():
+            return parent
+    return None
+
+
+def join_training_group(cfg: Any, ckpt_path: str) -> None:
+    """Make ``eval.py``'s W&B logger (when ``logger=wandb``) log beside the checkpoint's training runs: same group
+    (an evaluation multirun does not open a group of its own), job type ``eval``. Edits ``cfg.logger`` in place."""
+    node = OmegaConf.select(cfg, "logger.wandb", default=None)
+    if node is None:
+        return
+    run_dir = run_dir_of_checkpoint(ckpt_path)
+    group = training_group(run_dir) if run_dir is not None else None
+    with open_dict(cfg):
+        if group is not None:
+            node.group = group
+        node.job_type = "eval"
+        node.sweep_group = False
+
+
+def log_summary(results: Mapping[str, float]) -> None:
+    """Put final numbers (an evaluation's results) into the open W&B run's summary and close the run."""
+    import sys
+
+    wandb = sys.modules.get("wandb")
+    if wandb is not None and wandb.run is not None:
+        wandb.run.summary.update(dict(results))
+        wandb.run.finish()

@@ -4,13 +4,14 @@ data -> model (with sizes only the data knows) -> task -> callbacks, loggers -> 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
 from hydra.utils import get_class, instantiate
-from pytorch_lightning.callbacks import LearningRateMonitor, ProgressBar
 from omegaconf import DictConfig, OmegaConf, open_dict
+from pytorch_lightning.callbacks import LearningRateMonitor, ModelSummary, ProgressBar
 
 from genlab.errors import CheckpointError, ConfigError
 from genlab.parallel import accumulation_steps, check_strategy_device, check_trainer_precision, world_size
@@ -30,8 +31,17 @@ def build_data(data_cfg: DictConfig) -> pl.LightningDataModule:
     return datamodule
 
 
-def build_task(cfg: DictConfig, datamodule: pl.LightningDataModule) -> pl.LightningModule:
-    sizes = datamodule.model_overrides() if hasattr(datamodule, "model_overrides") else {}
+def data_sizes(datamodule: pl.LightningDataModule) -> dict[str, Any]:
+    """Model arguments only the data knows (vocabulary size, number of classes ...), from a set-up DataModule."""
+    return dict(datamodule.model_overrides()) if hasattr(datamodule, "model_overrides") else {}
+
+
+def build_task(cfg: DictConfig, datamodule: pl.LightningDataModule | None = None,
+               sizes: Mapping[str, Any] | None = None) -> pl.LightningModule:
+    """The model (with ``sizes``, by default those of ``datamodule``) and the task around it. Every caller that
+    rebuilds a run (train.py, eval.py, ``genlab.runs.Run.load_task``) goes through here."""
+    if sizes is None:
+        sizes = data_sizes(datamodule) if datamodule is not None else {}
     model = instantiate(cfg.model, **sizes)
     # Plain lists/dicts, not OmegaConf nodes: tasks save their arguments as hyperparameters, and a checkpoint
     # holding an OmegaConf node cannot be read back with torch.load(weights_only=True) (Lightning's default).
@@ -46,6 +56,10 @@ def build_callbacks(cfg: DictConfig) -> list[pl.Callback]:
         callbacks = [cb for cb in callbacks if not isinstance(cb, ProgressBar)]
     if not cfg.get("logger"):
         callbacks = [cb for cb in callbacks if not isinstance(cb, LearningRateMonitor)]
+    # Lightning's own default is Rich's table, printed to the console whenever rich is installed; the plain one
+    # goes to Lightning's logger (quiet unless GENLAB_VERBOSE=1): genlab logs a one-line model summary itself.
+    if cfg.trainer.get("enable_model_summary", True) and not any(isinstance(cb, ModelSummary) for cb in callbacks):
+        callbacks.append(ModelSummary())
     return callbacks
 
 

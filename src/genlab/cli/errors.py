@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import math
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
@@ -56,9 +57,72 @@ def find_user_error(err: BaseException | None) -> UserError | None:
 def run_hydra_main(main: Callable[[], Any]) -> None:
     """Call a ``@hydra.main`` function; Hydra's own composition errors (unknown override key, missing group
     option) are user errors too, so they exit 2 like ours (Hydra has printed the message naming the key)."""
+    blocked = unwritable_run_dir(sys.argv[1:])
+    if blocked:  # Hydra would fail creating it, with a traceback
+        print(f"error: {blocked}", file=sys.stderr)
+        sys.exit(USER_ERROR_EXIT)
     try:
         main()
     except SystemExit as exit_:
         if exit_.code == 1 and not _entered:
+            hint = misspelt_key_hint(sys.argv[1:])
+            if hint:
+                print(f"error: {hint}", file=sys.stderr)
             sys.exit(USER_ERROR_EXIT)
         raise
+
+
+def unwritable_run_dir(argv: list[str]) -> str | None:
+    """The problem with a run dir given on the command line (``hydra.run.dir=`` / ``paths.log_dir=``) that cannot
+    be created or written, found before Hydra tries to create it; None when it looks fine or is not given."""
+    import os
+    from pathlib import Path
+
+    for arg in argv:
+        key, _, value = arg.lstrip("+").partition("=")
+        if key not in ("hydra.run.dir", "paths.log_dir", "hydra.sweep.dir") or not value or "${" in value:
+            continue
+        path = Path(value).expanduser().absolute()
+        existing = next((p for p in (path, *path.parents) if p.exists()), None)
+        if existing is None:
+            continue
+        if not existing.is_dir():
+            return (f"{key}={value} cannot be created: {existing} is a file, not a folder; choose another {key}.")
+        if not os.access(existing, os.W_OK | os.X_OK):
+            return f"{key}={value} is not writable ({existing} is read-only for this user); choose another {key}."
+    return None
+
+
+def misspelt_key_hint(argv: list[str]) -> str | None:
+    """For an override of a key the config lacks (``trainer.max_step=3``), the key the user meant. Hydra's own
+    message suggests ``+trainer.max_step``, which adds a key nothing reads."""
+    import difflib
+    from pathlib import Path
+
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import DictConfig, OmegaConf
+
+    script = Path(sys.argv[0]).resolve()
+    conf = script.parent / "conf"
+    if not (conf / f"{script.stem}.yaml").is_file():
+        return None
+    overrides = [a for a in argv if "=" in a and not a.startswith(("+", "~", "-"))]
+    keys = [a.split("=", 1)[0] for a in overrides if "." in a.split("=", 1)[0] and not a.startswith("hydra.")]
+    groups = [a for a in overrides if "." not in a.split("=", 1)[0]]
+    try:
+        GlobalHydra.instance().clear()
+        with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+            cfg = compose(config_name=script.stem, overrides=groups)
+    except Exception:  # noqa: BLE001 - the hint is a courtesy; Hydra has already printed its message
+        return None
+    for key in keys:
+        parent, leaf = key.rsplit(".", 1)
+        node = OmegaConf.select(cfg, parent, throw_on_missing=False)
+        if isinstance(node, DictConfig) and leaf not in node:
+            close = difflib.get_close_matches(leaf, [str(k) for k in node.keys()], n=1)
+            if close:
+                return (f"{key} is not a config key: did you mean {parent}.{close[0]}? (Hydra's '+{key}' would "
+                        "add a new key that nothing reads.)")
+            return f"{key} is not a config key; the keys of {parent} are: {', '.join(map(str, node.keys()))}."
+    return None

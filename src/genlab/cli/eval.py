@@ -6,38 +6,40 @@ vocabulary/tokenizer is the one the model was trained with, and evaluates the re
 
 from __future__ import annotations
 
+import logging
 import math
-from pathlib import Path
+import time
+import warnings
 from typing import Any
 
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from genlab.callbacks.run_record import KEY, check_data_identity
+from genlab import checkpoints
+from genlab.callbacks.wandb import join_training_group, log_summary, run_dir_of_checkpoint
 from genlab.cli import build
 from genlab.cli.errors import guarded
+from genlab.cli.summary import print_summary
 from genlab.cli.validate import validate_config
-from genlab.errors import CheckpointError, ConfigError
+from genlab.errors import ConfigError
+from genlab.report.best_of import record_evaluation
+from genlab.runs import write_json
+
+log = logging.getLogger("genlab")
 
 # Evaluation overrides that belong to the data (segment length, streams); all others set model attributes.
 # Where the data lives: a new `data=` of the run's own kind keeps the run's values unless set on the command line.
 DATA_LOCATION_KEYS = ("source", "path", "tokenizer", "cache_dir")
 DATA_KEYS = {"tgt_len": "eval_tgt_len", "batch_size": "eval_batch_size", "ext_len": "eval_ext_len"}
 EVAL_SCALARS: dict[str, Any] = {"name": str, "seed": int, "ckpt_path": str, "splits": list, "eval": dict,
-                                "mode": str, "dynamic": dict}
+                                "mode": str, "dynamic": dict, "callbacks": dict}
 
 
 def load_run_config(ckpt_path: str) -> dict[str, Any]:
-    path = Path(ckpt_path)
-    if not path.is_file():
-        raise CheckpointError(f"ckpt_path={ckpt_path}: no such file.")
-    try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as err:  # noqa: BLE001 - a truncated or foreign file is the user's input
-        raise CheckpointError(f"ckpt_path={ckpt_path} is not a readable checkpoint ({err}).") from err
-    if KEY not in checkpoint:
-        raise CheckpointError(f"{ckpt_path} was not written by genlab's train.py (no '{KEY}' record).")
-    return checkpoint[KEY]
+    """The genlab record (the run's config and data identity) of a checkpoint written by train.py."""
+    checkpoint = checkpoints.load(ckpt_path, key="ckpt_path")
+    return {"config": checkpoints.run_config(checkpoint, ckpt_path),
+            "data_identity": checkpoints.data_identity(checkpoint)}
 
 
 def evaluate(cfg: DictConfig) -> dict[str, float]:
@@ -63,8 +65,10 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
 
     datamodule = build.build_data(run.data)
     if hasattr(datamodule, "identity"):
-        check_data_identity(record.get("data_identity", {}), datamodule.identity(), cfg.ckpt_path)
+        checkpoints.check_data_identity(record["data_identity"], datamodule.identity(), cfg.ckpt_path)
     task = build.build_task(run, datamodule)
+    log.info("evaluating %s on %s (%s evaluation)", cfg.ckpt_path, ", ".join(cfg.splits), cfg.get("mode", "standard"))
+    join_training_group(cfg, cfg.ckpt_path)  # logger=wandb: the evaluation shows up in its training run's group
     if cfg.get("mode", "standard") == "dynamic":
         results = dynamic_evaluation(cfg, task, datamodule)
     elif cfg.get("mode", "standard") == "standard":
@@ -72,9 +76,15 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     else:
         raise ConfigError(f"mode={cfg.mode}: use mode=standard or mode=dynamic.")
     settings = ", ".join(f"{k}={v}" for k, v in overrides.items()) or "training settings"
-    print(f"\nevaluated {cfg.ckpt_path} ({cfg.get('mode', 'standard')}, {settings})")
-    for key, value in sorted(results.items()):
-        print(f"{key:>16s} = {value:.4f}")
+    mode = cfg.get("mode", "standard")
+    log_summary(results)
+    # config.yaml + run.json + metrics.json make the folder a run genlab-report collects; metrics.json gains the
+    # evaluation's own settings
+    out = record_evaluation(cfg, record["config"], results, run_dir_of_checkpoint(cfg.ckpt_path))
+    write_json(out / "metrics.json", {"status": "finished", "monitor": None, "ckpt_path": str(cfg.ckpt_path),
+                                      "mode": mode, "settings": dict(overrides.items()), "splits": list(cfg.splits),
+                                      "metrics": {k: v for k, v in results.items() if math.isfinite(v)}})
+    print_summary(f"evaluated {cfg.ckpt_path} ({mode}, {settings})", results, out)
     return results
 
 
@@ -100,6 +110,9 @@ def _command_line_overrides() -> list[str]:
 def standard_evaluation(cfg: DictConfig, task, datamodule) -> dict[str, float]:
     trainer = build.build_trainer(cfg, build.build_callbacks(cfg), build.build_loggers(cfg))
     results: dict[str, float] = {}
+    # Lightning asks for the training callbacks whose state the checkpoint holds (RNG, ModelCheckpoint); an
+    # evaluation restores only the weights and needs none of them.
+    warnings.filterwarnings("ignore", message=r"Be aware that when using `ckpt_path`, callbacks")
     for split in cfg.splits:
         if split == "valid":
             out = trainer.validate(task, datamodule=datamodule, ckpt_path=cfg.ckpt_path, verbose=False)
@@ -114,25 +127,31 @@ def standard_evaluation(cfg: DictConfig, task, datamodule) -> dict[str, float]:
 def dynamic_evaluation(cfg: DictConfig, task, datamodule) -> dict[str, float]:
     """Dynamic evaluation (MoS spec §3.4): gradient statistics on train, then adapt while scoring each split
     with batch 1. Works for any recurrent LM of the protocol; AWD checkpoints use their NT-ASGD average."""
-    from genlab.tasks.awd_lm import load_awd_checkpoint
+    from genlab.tasks.awd_lm import averaged_weights
     from genlab.tasks.dynamic_eval import dynamic_evaluate, gradient_statistics
 
     model = task.model
     if not hasattr(datamodule, "corpus"):
         raise ConfigError("mode=dynamic needs a language-modelling dataset (a token stream).")
-    checkpoint = torch.load(cfg.ckpt_path, map_location="cpu", weights_only=False)
+    checkpoint = checkpoints.load(cfg.ckpt_path, key="ckpt_path")
     if "awd" in checkpoint:
-        model.load_state_dict(load_awd_checkpoint(cfg.ckpt_path)[0])
+        model.load_state_dict(averaged_weights(checkpoint, cfg.ckpt_path))
     else:
         task.load_state_dict(checkpoint["state_dict"])
     dyn = cfg.dynamic
     tokens = lambda split: torch.as_tensor(datamodule.corpus.splits[split].astype("int64"))  # noqa: E731
+    started = time.monotonic()
+    log.info("dynamic evaluation: gradient statistics on train (%d tokens, batch %d)", len(tokens("train")),
+             dyn.stat_batch_size)
     stats = gradient_statistics(model, tokens("train"), dyn.stat_batch_size, dyn.bptt, ms=dyn.ms)
     results: dict[str, float] = {}
     for split in cfg.splits:
+        log.info("dynamic evaluation: adapting while scoring %s (%d tokens, batch 1), %.0fs so far", split,
+                 len(tokens(split)), time.monotonic() - started)
         nll, _ = dynamic_evaluate(model, tokens(split), stats, dyn.lr, dyn.lamb, dyn.epsilon, dyn.bptt)
         results[f"{split}/loss"] = nll
         results[f"{split}/ppl"] = math.exp(nll)
+        log.info("dynamic evaluation: %s/ppl = %.4f", split, results[f"{split}/ppl"])
     return results
 
 

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import logging
 import math
+import os
+import sys
 from pathlib import Path
 
 import pytorch_lightning as pl
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
+from genlab.callbacks.interrupt import TrainingInterrupted
 from genlab.callbacks.run_record import RunRecord
-from genlab.cli import build
+from genlab.cli import build, run_dir
 from genlab.cli.errors import guarded
+from genlab.cli.memory import check_memory
+from genlab.cli.summary import print_summary
 from genlab.cli.validate import validate_config
 from genlab.errors import ConfigError
 from genlab.runs import keep_tokenizer, write_final_metrics, write_run_metadata
@@ -26,9 +31,17 @@ def output_dir(cfg: DictConfig) -> Path:
 def train(cfg: DictConfig) -> float:
     validate_config(cfg)
     out = output_dir(cfg)
+    _check_devices(cfg)
+    if build_rank_zero():
+        run_dir.check_writable(out)
+        run_dir.acquire_lock(out)
+        for tmp in run_dir.remove_partial_writes(out):
+            log.warning("removed %s, left by a write that a kill interrupted", tmp)
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule = build.build_data(cfg.data)
     task = build.build_task(cfg, datamodule)
+    check_memory(cfg, task)  # stop before training a run the machine cannot hold
+    _check_full_pass_monitor(cfg, task)
     identity = datamodule.identity() if hasattr(datamodule, "identity") else {}
     callbacks = build.build_callbacks(cfg) + [RunRecord(build.config_to_dict(cfg), identity)]
     trainer = build.build_trainer(cfg, callbacks, build.build_loggers(cfg))
@@ -36,6 +49,11 @@ def train(cfg: DictConfig) -> float:
         write_run_metadata(cfg, out)
         keep_tokenizer(datamodule, out)
     ckpt = build.resolve_checkpoint(cfg.get("ckpt_path"), out)
+    if ckpt is not None and Path(ckpt).is_file():
+        logged_step = check_resume_checkpoint(ckpt, cfg, task)
+        for logger in trainer.loggers:
+            if hasattr(logger, "resumed_at"):  # genlab's CSV logger: history appended, not replaced
+                logger.resumed_at(logged_step)
 
     _fit(cfg, trainer, task, datamodule, ckpt)
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
@@ -50,10 +68,82 @@ def train(cfg: DictConfig) -> float:
     return metrics.get(task.monitor, math.nan)
 
 
+def check_resume_checkpoint(path: str, cfg: DictConfig, task: pl.LightningModule) -> int:
+    """``ckpt_path`` is a whole training checkpoint of this model: a truncated file, a weights-only file or another
+    preset's checkpoint is one message naming the file and the preset that wrote it, not a torch traceback.
+    Returns the logging step the checkpoint was written at."""
+    from genlab import checkpoints
+
+    fix = "pass a checkpoints/*.ckpt file written by train.py for this experiment"
+    ckpt = checkpoints.load(path, key="ckpt_path", fix=f"{fix}; a half-written file is never renamed into place, so "
+                            "last.ckpt of the same run dir is whole.", mmap=True)
+    writer = checkpoints.record(ckpt).get("config") or {}
+    by = f" (written by experiment={writer.get('name')})" if writer.get("name") else ""
+    if "state_dict" not in ckpt or "optimizer_states" not in ckpt:
+        raise checkpoints.CheckpointError(f"ckpt_path={path}{by} holds no training state (weights only, or not a "
+                                          f"Lightning checkpoint): it cannot be resumed; {fix}.")
+    expected = {k: tuple(v.shape) for k, v in task.state_dict().items()}
+    saved = {k: tuple(v.shape) for k, v in ckpt["state_dict"].items() if hasattr(v, "shape")}
+    missing, unexpected = sorted(set(expected) - set(saved)), sorted(set(saved) - set(expected))
+    resized = sorted(k for k in set(expected) & set(saved) if expected[k] != saved[k])
+    if missing or unexpected or resized:
+        detail = (f"{len(missing)} weights missing (e.g. {missing[:2]})" if missing else
+                  f"{len(unexpected)} unexpected weights (e.g. {unexpected[:2]})" if unexpected else
+                  f"{resized[0]} has shape {saved[resized[0]]}, this model {expected[resized[0]]}")
+        raise checkpoints.CheckpointError(f"ckpt_path={path}{by} does not fit the model of experiment={cfg.name}: "
+                                          f"{detail}; resume with the experiment and model overrides that wrote it, "
+                                          f"or {fix}.")
+    loops = ckpt.get("loops") or {}
+    epoch_loop = (loops.get("fit_loop") or {}).get("epoch_loop.state_dict") or {}
+    return int(epoch_loop.get("_batches_that_stepped", ckpt.get("global_step", 0)))  # the logging step
+
+
+def _check_full_pass_monitor(cfg: DictConfig, task: pl.LightningModule) -> None:
+    """A monitor computed only over the whole dev set (SQuAD F1) never appears with ``trainer.limit_val_batches``."""
+    limit = cfg.trainer.get("limit_val_batches")
+    monitor = OmegaConf.select(cfg, "callbacks.checkpoint.monitor", default=None)
+    if getattr(task, "monitor_needs_full_pass", False) and monitor and limit not in (None, 1.0) and limit != 0:
+        raise ConfigError(f"trainer.limit_val_batches={limit} stops validation before the whole dev set is scored, "
+                          f"and the checkpoint monitor {monitor} is computed only on a full pass, so no best "
+                          "checkpoint could be chosen; drop trainer.limit_val_batches, or keep it and set "
+                          "callbacks.checkpoint.monitor=null (last.ckpt only).")
+
+
+def build_rank_zero() -> bool:
+    """The launching process (Lightning's DDP children and torchrun ranks > 0 leave the run dir to rank 0)."""
+    from genlab.runs import global_rank
+
+    return global_rank() == 0
+
+
+def _check_devices(cfg: DictConfig) -> None:
+    devices, accelerator = cfg.trainer.get("devices"), str(cfg.trainer.get("accelerator"))
+    cpus = os.cpu_count() or 1
+    if accelerator == "cpu" or (accelerator == "auto" and not _has_gpu()):
+        if isinstance(devices, int) and devices > cpus:
+            log.warning("trainer.devices=%d processes on a CPU machine with %d cores: oversubscribed, each process "
+                        "gets less than a core and training is slower than with trainer.devices=%d", devices, cpus,
+                        cpus)
+
+
+def _has_gpu() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
 def _fit(cfg: DictConfig, trainer: pl.Trainer, task: pl.LightningModule, datamodule: pl.LightningDataModule,
          ckpt: str | None) -> None:
     try:
         trainer.fit(task, datamodule=datamodule, ckpt_path=ckpt)
+    except OSError as err:
+        disk = run_dir.disk_error(err)
+        if disk is None:
+            raise
+        raise run_dir.RunDirError(f"writing into {output_dir(cfg)} failed ({disk.strerror or disk}); the "
+                                  "checkpoints written before are intact (each is written to a temporary file "
+                                  "and renamed). Free the disk or fix its permissions, then resume with "
+                                  "ckpt_path=last.") from err
     except ValueError as err:  # Lightning checks the interval against the epoch only once the data loader exists
         if "val_check_interval" not in str(err):
             raise
@@ -69,15 +159,26 @@ def _has_test(datamodule: pl.LightningDataModule) -> bool:
 
 
 def _summary(cfg: DictConfig, metrics: dict[str, float], out: Path, best: str) -> None:
-    shown = {k: v for k, v in sorted(metrics.items()) if k.startswith(("valid/", "test/"))}
-    lines = [f"{k:>16s} = {v:.4f}" for k, v in shown.items()]
-    lines.append(f"{'checkpoint':>16s} = {best or '(none saved)'}")
-    lines.append(f"{'run dir':>16s} = {out}  (config, metrics.json, csv/ logs)")
-    print(f"\n{cfg.name} finished\n" + "\n".join(lines), flush=True)
+    print_summary(f"{cfg.name} finished", metrics, out, best)
 
 
 def main(cfg: DictConfig) -> float:
     def record_failure(err: BaseException) -> None:
         write_final_metrics(output_dir(cfg), {}, status="failed", error=f"{type(err).__name__}: {err}")
 
-    return guarded(lambda: train(cfg), record_failure)
+    def run() -> float:
+        try:
+            return train(cfg)
+        except TrainingInterrupted as stop:
+            write_final_metrics(output_dir(cfg), {}, status="interrupted", error=str(stop))
+            print(f"interrupted: {stop}", file=sys.stderr, flush=True)
+            sys.exit(128 + stop.signum)
+        except RuntimeError as err:  # torch.save's writer reports a full disk as a RuntimeError
+            disk = run_dir.disk_error(err)
+            if disk is None:
+                raise
+            raise run_dir.RunDirError(f"writing into {output_dir(cfg)} failed ({disk.strerror or disk}); the "
+                                      "checkpoints written before are intact. Free the disk, then resume with "
+                                      "ckpt_path=last.") from err
+
+    return guarded(run, record_failure)

@@ -6,7 +6,9 @@ tables and projections [d_model, d_i]); only the names differ, so the mapping is
 must equal the tensor they alias. Cluster rows are taken in natural order (HF and TF), never permuted.
 
 HF evaluates with unmasked zero initial memory and the PyTorch ``same_length`` mask; ``config_from_hf``
-returns that profile (``init_mem="zeros"``, ``same_length_variant="pytorch"``).
+returns that profile (``init_mem="zeros"``, ``same_length_variant="pytorch"``). ``save_hf_checkpoint`` writes a
+folder transformers 4.35 loads, and refuses a model whose evaluation HF cannot reproduce (our defaults
+``init_mem="empty"`` and the TF ``same_length`` mask, relative attention other than ``rel``), naming the setting.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import torch
 from torch import Tensor
 
 from genlab.errors import CheckpointError
+from genlab.interop.hf_files import write_hf_folder
 from genlab.models.transformer_xl import TransformerXL
 from genlab.nn.positional import inverse_frequencies
 
@@ -176,3 +179,61 @@ def load_hf_checkpoint(directory: str | Path, **overrides: Any) -> TransformerXL
         raise CheckpointError(f"{folder}: neither model.safetensors nor pytorch_model.bin is present")
     load_hf_state_dict(model, state, source)
     return model
+
+
+def hf_differences(model: TransformerXL) -> list[str]:
+    """Settings under which HF 4.35 would evaluate this model differently (empty when the export is faithful)."""
+    diffs = []
+    if model.attn_type != "rel":
+        diffs.append(f"model.attn_type={model.attn_type!r} (HF has only the relative attention 'rel')")
+    if model.init_mem != "zeros" and model.mem_len > 0:
+        diffs.append(f"model.init_mem={model.init_mem!r} (HF starts from {model.mem_len} unmasked zero states; "
+                     "init_mem=zeros reproduces it)")
+    if model.same_length and model.same_length_variant != "pytorch":
+        diffs.append(f"model.same_length_variant={model.same_length_variant!r} (HF masks one memory position "
+                     "fewer: same_length_variant=pytorch reproduces it)")
+    if model.ext_len:
+        diffs.append(f"model.ext_len={model.ext_len} (HF has no extended context)")
+    if not model.arch["proj_same_dim"]:
+        diffs.append("model.proj_same_dim=false (HF always projects the first cluster)")
+    return diffs
+
+
+def config_to_hf(model: TransformerXL) -> dict[str, Any]:
+    """An HF 4.35 ``TransfoXLConfig`` dict for our model (the keys 4.35's ``save_pretrained`` writes)."""
+    a = model.arch
+    return dict(
+        model_type="transfo-xl", architectures=["TransfoXLLMHeadModel"], vocab_size=model.vocab_size,
+        cutoffs=list(a["cutoffs"]), d_model=model.d_model, d_embed=model.d_embed, n_head=model.n_head,
+        d_head=model.d_head, d_inner=a["d_inner"], div_val=a["div_val"], pre_lnorm=a["pre_lnorm"],
+        n_layer=model.n_layer, mem_len=model.mem_len, clamp_len=model.clamp_len, same_length=model.same_length,
+        attn_type=0, sample_softmax=-1, adaptive=True,
+        dropout=a["dropout"], dropatt=a["dropatt"], untie_r=a["untie_r"], init="normal", init_range=0.01,
+        proj_init_std=model.proj_init_std, init_std=model.init_std, layer_norm_epsilon=a["ln_eps"],
+        tie_projs=list(a["tie_projs"]), tie_word_embeddings=a["tie_weight"], eos_token_id=0,
+    )
+
+
+def save_hf_checkpoint(model: TransformerXL, directory: str | Path, safe_serialization: bool = True,
+                       allow_differences: bool = False) -> Path:
+    """Write ``config.json`` and the weights so that transformers 4.35 ``TransfoXLLMHeadModel.from_pretrained``
+    loads them. A model HF would evaluate differently is refused (``CheckpointError`` naming each setting) unless
+    ``allow_differences``; the weights are the same either way."""
+    diffs = hf_differences(model)
+    if diffs and not allow_differences:
+        raise CheckpointError("HF 4.35 would not reproduce this model's evaluation: " + "; ".join(diffs)
+                              + ". Change the setting (it is an evaluation knob: the weights are the same), or "
+                              "pass allow_differences=True to export anyway.")
+    return write_hf_folder(directory, config_to_hf(model), export_hf_state_dict(model), _tied_keys(model),
+                           safe_serialization)
+
+
+def _tied_keys(model: TransformerXL) -> tuple[str, ...]:
+    """What HF ties to another tensor, which 4.35's safetensors files leave out: the output tables and projections
+    tied to the input ones, and each layer's alias of shared position biases."""
+    a = model.arch
+    tables = [f"crit.out_layers.{i}.weight" for i in range(len(model.crit.weights))] if a["tie_weight"] else []
+    projs = [f"crit.out_projs.{k}" for k in model.crit.projs if a["tie_projs"][int(k)]]
+    biases = [f"transformer.layers.{n}.dec_attn.{b}" for n in range(model.n_layer) for b in ("r_w_bias", "r_r_bias")
+              if model.u is not None]
+    return (*tables, *projs, *biases)

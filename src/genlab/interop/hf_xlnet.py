@@ -47,8 +47,16 @@ def config_from_hf(config: Mapping[str, Any]) -> dict[str, Any]:
         layer_norm_eps=config.get("layer_norm_eps", 1e-12), init_std=config.get("initializer_range", 0.02),
         attn_type=config.get("attn_type", "bi"), bi_data=config.get("bi_data", False),
         clamp_len=config.get("clamp_len", -1), same_length=config.get("same_length", False),
-        mem_len=config.get("mem_len") or 0,
+        mem_len=_mem_len_from_hf(config), reuse_len=config.get("reuse_len"), empty_row_policy="uniform",
     )
+
+
+def _mem_len_from_hf(config: Mapping[str, Any]) -> int | None:
+    """HF caches memory whenever ``use_mems`` is on (eval: ``use_mems_eval``, default true) and keeps every cached
+    position when ``mem_len`` is null or 0. Ours: ``None`` = unbounded, 0 = no memory."""
+    if not config.get("use_mems_eval", True) and not config.get("use_mems_train", False):
+        return 0
+    return config.get("mem_len") or None
 
 
 def config_to_hf(model: XLNetLMHeadModel | XLNetModel) -> dict[str, Any]:
@@ -63,7 +71,8 @@ def config_to_hf(model: XLNetLMHeadModel | XLNetModel) -> dict[str, Any]:
         n_layer=a["n_layer"], n_head=a["n_head"], d_head=a["d_head"], d_inner=a["d_inner"],
         ff_activation=TO_HF_ACT[a["ff_activation"]], untie_r=True, attn_type=backbone.attn_type,
         initializer_range=a["init_std"], layer_norm_eps=a["layer_norm_eps"], dropout=a["dropout"],
-        mem_len=backbone.mem_len or None, reuse_len=None, bi_data=backbone.bi_data,
+        mem_len=backbone.mem_len or None, reuse_len=backbone.reuse_len, bi_data=backbone.bi_data,
+        use_mems_eval=backbone.keeps_memory, use_mems_train=backbone.keeps_memory,
         clamp_len=backbone.clamp_len, same_length=backbone.same_length, tie_word_embeddings=True,
     )
 
@@ -143,8 +152,10 @@ def export_hf_state_dict(model: XLNetLMHeadModel | XLNetModel) -> dict[str, Tens
 
 
 def load_hf_checkpoint(directory: str | Path, **overrides: Any) -> XLNetLMHeadModel:
-    """Build our LM head model from an HF folder (``config.json`` + weights); ``overrides`` change kwargs such
-    as dropout or mem_len."""
+    """Build our LM head model from an HF folder (``config.json`` + weights). The config's memory semantics carry
+    over (``mem_len`` null = unbounded memory, ``reuse_len``, ``use_mems_*``), and a query row with no visible key
+    attends uniformly, as in HF. ``overrides`` are any :class:`XLNetLMHeadModel` arguments (``dropout``,
+    ``mem_len``, ``reuse_len``, ``empty_row_policy`` ...)."""
     folder = Path(directory)
     config_path = folder / "config.json"
     if not config_path.exists():

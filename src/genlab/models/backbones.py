@@ -6,7 +6,8 @@ A finetuning head only needs two things from a pretrained network::
     pooled = backbone.summary(hidden)                                       # [B, d] sequence summary
 
 XLNet puts ``<cls>`` last (left padding), so its summary is ``dropout(tanh(W h_T + b))`` with a freshly initialised
-projection (spec xlnet.md §5.1, ``summary_type=last, use_summ_proj``). BERT puts ``[CLS]`` first and its summary is
+projection (spec xlnet.md §5.1, ``summary_type=last, use_summ_proj``; ``genlab.models.heads.SequenceSummary``, also
+the pretraining NSP head). BERT puts ``[CLS]`` first and its summary is
 the pretrained pooler ``tanh(W h_0 + b)`` followed by dropout. Funnel/GPT adapters implement the same two methods.
 ``cls_position`` tells data builders where the summary token sits. Layer parameters keep the ``...layer.<l>.``
 names, so layer-wise learning-rate decay (genlab.tasks.layerwise_lr) sees the depth of every weight.
@@ -24,6 +25,7 @@ from genlab.errors import ConfigError
 from genlab.models.bert import BertForPretraining
 from genlab.models.funnel import FunnelModel
 from genlab.models.funnel_pretraining import FunnelElectra, FunnelForMaskedLM
+from genlab.models.heads import SequenceSummary
 from genlab.models.xlnet import XLNetLMHeadModel, XLNetModel
 
 
@@ -43,6 +45,7 @@ class XLNetBackbone(nn.Module):
     """Content stream of an XLNet (no memory, no permutation); the LM head of a pretraining model is dropped."""
 
     cls_position = "last"
+    forward_methods = ("encode", "summary")  # entry points besides forward (genlab.parallel gathers around them)
 
     def __init__(self, model: XLNetModel | XLNetLMHeadModel, summary_dropout: float = 0.1, init_std: float = 0.02):
         super().__init__()
@@ -50,10 +53,7 @@ class XLNetBackbone(nn.Module):
         # finetuning runs the plain bidirectional encoder (spec §5.1)
         self.transformer.mem_len, self.transformer.attn_type, self.transformer.bi_data = 0, "bi", False
         self.d_model, self.n_layer = self.transformer.d_model, self.transformer.n_layer
-        self.summary_proj = nn.Linear(self.d_model, self.d_model)
-        nn.init.normal_(self.summary_proj.weight, std=init_std)
-        nn.init.zeros_(self.summary_proj.bias)
-        self.summary_dropout = nn.Dropout(summary_dropout)
+        self.sequence_summary = SequenceSummary(self.d_model, dropout=summary_dropout, init_std=init_std)
 
     def encode(self, input_ids: Tensor, token_type_ids: Tensor | None = None,
                attention_mask: Tensor | None = None) -> Tensor:
@@ -62,29 +62,30 @@ class XLNetBackbone(nn.Module):
         return self.transformer(input_ids, token_type_ids, input_mask).output  # dropout(h), as the official heads
 
     def summary(self, hidden: Tensor) -> Tensor:
-        return self.summary_dropout(torch.tanh(self.summary_proj(hidden[:, -1])))
+        return self.sequence_summary(hidden)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # finetuning checkpoints written before the summary was the shared SequenceSummary named it summary_proj
+        for key in [k for k in state_dict if k.startswith(prefix + "summary_proj.")]:
+            state_dict[prefix + "sequence_summary.summary." + key[len(prefix + "summary_proj."):]] = state_dict.pop(key)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
 
 class BertBackbone(nn.Module):
-    """BERT encoder + its pretrained pooler; the MLM/NSP heads are dropped."""
+    """BERT's own network (``BertModel``: embeddings, encoder, pretrained pooler); the MLM/NSP heads are dropped."""
 
     cls_position = "first"
+    forward_methods = ("encode", "summary")  # entry points besides forward (genlab.parallel gathers around them)
 
     def __init__(self, model: BertForPretraining, summary_dropout: float = 0.1):
         super().__init__()
-        self.bert, self.max_position = model.bert, model.max_position
+        self.bert = model.bert
         self.d_model, self.n_layer = model.d_model, model.n_layer
         self.summary_dropout = nn.Dropout(summary_dropout)
 
     def encode(self, input_ids: Tensor, token_type_ids: Tensor | None = None,
                attention_mask: Tensor | None = None) -> Tensor:
-        if input_ids.shape[1] > self.max_position:
-            raise ConfigError(f"sequence length {input_ids.shape[1]} exceeds model.max_position={self.max_position}; "
-                              "lower data.max_seq_len.")
-        if token_type_ids is None:
-            token_type_ids = torch.zeros_like(input_ids)
-        mask = None if attention_mask is None else attention_mask.bool()[:, None, None, :]
-        return self.bert.encoder(self.bert.embeddings(input_ids, token_type_ids), mask)
+        return self.bert(input_ids, token_type_ids, attention_mask)
 
     def summary(self, hidden: Tensor) -> Tensor:
         return self.summary_dropout(self.bert.pooler(hidden))

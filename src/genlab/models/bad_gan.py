@@ -7,7 +7,7 @@ Generators map z ~ U(0,1)^{z_dim} to images; encoders map images to (mu, log_sig
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor, nn

@@ -121,14 +121,32 @@ class BertPooler(nn.Module):
         return torch.tanh(self.dense(hidden[:, 0]))
 
 
-class BertBackbone(nn.Module):
+class BertModel(nn.Module):
+    """Embeddings + encoder (+ the pooler, applied by the caller): the network pretraining and finetuning share."""
+
+    block_classes = (BertLayer,)  # what genlab.parallel shards / checkpoints / compiles one by one
+
     def __init__(self, vocab_size: int, n_layer: int, d_model: int, n_head: int, d_inner: int, max_position: int,
                  type_vocab_size: int, dropout: float, dropatt: float, eps: float):
         super().__init__()
+        self.max_position = max_position
         self.embeddings = BertEmbeddings(vocab_size, d_model, max_position, type_vocab_size, dropout, eps)
         self.encoder = BertEncoder(n_layer, d_model=d_model, n_head=n_head, d_inner=d_inner, dropout=dropout,
                                    dropatt=dropatt, eps=eps)
         self.pooler = BertPooler(d_model)
+
+    def forward(self, input_ids: Tensor, token_type_ids: Tensor | None = None,
+                attention_mask: Tensor | None = None) -> Tensor:
+        """Last encoder layer [B, T, d]; ``attention_mask`` [B, T] is 1 for real tokens (padding keys are masked)."""
+        if input_ids.shape[1] > self.max_position:
+            raise ConfigError(f"sequence length {input_ids.shape[1]} exceeds model.max_position={self.max_position}; "
+                              "lower data.max_seq_len (or raise model.max_position).")
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        mask = None
+        if attention_mask is not None:  # [B,1,1,T] boolean: True = may attend (keys only)
+            mask = attention_mask.bool()[:, None, None, :]
+        return self.encoder(self.embeddings(input_ids, token_type_ids), mask)
 
 
 class BertPredictionTransform(nn.Module):
@@ -168,6 +186,8 @@ class BertForPretraining(nn.Module):
     ``mlm_transform=False`` drops the MLM head's dense + GELU + LayerNorm (not in the paper): the 2 x 64 RACE mini
     reads the article only when pretrained without it (experiments/xlnet_race/README.md)."""
 
+    forward_methods = ("mlm_logits", "nsp_logits")  # entry points besides forward (genlab.parallel)
+
     def __init__(
         self,
         vocab_size: int,
@@ -192,7 +212,7 @@ class BertForPretraining(nn.Module):
                          max_position=max_position, type_vocab_size=type_vocab_size, dropout=dropout,
                          dropatt=dropatt, layer_norm_eps=layer_norm_eps, init_std=init_std,
                          mlm_transform=mlm_transform)
-        self.bert = BertBackbone(vocab_size, n_layer, d_model, n_head, d_inner, max_position, type_vocab_size,
+        self.bert = BertModel(vocab_size, n_layer, d_model, n_head, d_inner, max_position, type_vocab_size,
                                  dropout, dropatt, layer_norm_eps)
         self.cls = BertPretrainingHeads(d_model, vocab_size, layer_norm_eps, mlm_transform)
         self.apply(self._init)
@@ -209,14 +229,7 @@ class BertForPretraining(nn.Module):
 
     def forward(self, input_ids: Tensor, token_type_ids: Tensor | None = None,
                 attention_mask: Tensor | None = None) -> BertOutput:
-        if input_ids.shape[1] > self.max_position:
-            raise ConfigError(f"sequence length {input_ids.shape[1]} exceeds model.max_position={self.max_position}.")
-        if token_type_ids is None:
-            token_type_ids = torch.zeros_like(input_ids)
-        mask = None
-        if attention_mask is not None:  # [B,1,1,T] boolean: True = may attend (keys only)
-            mask = attention_mask.bool()[:, None, None, :]
-        h = self.bert.encoder(self.bert.embeddings(input_ids, token_type_ids), mask)
+        h = self.bert(input_ids, token_type_ids, attention_mask)
         return BertOutput(hidden=h, pooled=self.bert.pooler(h))
 
     def mlm_logits(self, hidden: Tensor) -> Tensor:

@@ -4,7 +4,7 @@ optional inference net q(z|x) emits (mu, log_sigma) for the variational entropy 
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor, nn

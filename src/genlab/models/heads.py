@@ -1,5 +1,6 @@
-"""Finetuning heads on top of a backbone (genlab.models.backbones): classification/regression, multiple choice,
-and the XLNet span-extraction head with start/end beam search and the answer-class head (spec xlnet.md §5.3-§5.5).
+"""Heads on top of a backbone (genlab.models.backbones): XLNet's sequence summary, classification/regression,
+multiple choice, and the XLNet span-extraction head with start/end beam search and the answer-class head (spec
+xlnet.md §5.1, §5.3-§5.5).
 
 Heads are initialised Normal(0, 0.02) with zero biases (spec §5.1). Submodule names follow the Hugging Face XLNet
 heads (``start_logits.dense``, ``end_logits.dense_0`` ...), so published finetuned heads map 1:1.
@@ -22,6 +23,23 @@ def _init(module: nn.Module, std: float) -> None:
             nn.init.normal_(m.weight, std=std)
             if m.bias is not None:
                 nn.init.zeros_(m.bias)
+
+
+class SequenceSummary(nn.Module):
+    """XLNet's sequence summary (spec §5.1, ``summary_type=last, use_summ_proj``): ``dropout(tanh(W h_T + b))`` on the
+    final content state of ``<cls>`` (the last position); with ``n_out``, projected to ``n_out`` logits
+    (``logits_proj``, e.g. the next-sentence head of XLNet pretraining)."""
+
+    def __init__(self, d_model: int, n_out: int | None = None, dropout: float = 0.1, init_std: float = 0.02):
+        super().__init__()
+        self.summary = nn.Linear(d_model, d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.logits_proj = nn.Linear(d_model, n_out) if n_out else None
+        _init(self, init_std)
+
+    def forward(self, hidden: Tensor) -> Tensor:
+        pooled = self.dropout(torch.tanh(self.summary(hidden[:, -1])))
+        return pooled if self.logits_proj is None else self.logits_proj(pooled)
 
 
 class ClassificationHead(nn.Module):
@@ -61,8 +79,14 @@ class MultipleChoiceHead(nn.Module):
 
 def masked_log_softmax(logits: Tensor, p_mask: Tensor, dim: int = -1) -> Tensor:
     """Official masking ``x·(1−p) − 1e30·p`` then log-softmax (p = 1 marks positions that cannot be answers)."""
+    logits = _at_least_fp32(logits)
     p = p_mask.to(logits.dtype)
     return F.log_softmax(logits * (1 - p) - NEG * p, dim=dim)
+
+
+def _at_least_fp32(x: Tensor) -> Tensor:
+    """Masks and (log-)softmax in fp32 under bf16 autocast (CPU autocast keeps softmax in bf16); fp64 stays."""
+    return x.to(torch.promote_types(x.dtype, torch.float32))
 
 
 @dataclass
@@ -76,6 +100,8 @@ class SpanBeams:
 
 class SpanHead(nn.Module):
     """XLNet SQuAD head (spec §5.4): start logits, end logits conditioned on a start, answer-class logit."""
+
+    forward_methods = ("beam",)  # the evaluation entry point besides forward (genlab.parallel)
 
     def __init__(self, d_model: int, layer_norm_eps: float = 1e-12, dropout: float = 0.1, init_std: float = 0.02):
         super().__init__()
@@ -94,7 +120,7 @@ class SpanHead(nn.Module):
     # --- pieces -------------------------------------------------------------------------------------------------
     def start_log_probs(self, hidden: Tensor, p_mask: Tensor) -> tuple[Tensor, Tensor]:
         """Returns (masked start logits, start log-probs), both [B, T]."""
-        s = self.start_logits.dense(hidden).squeeze(-1)
+        s = _at_least_fp32(self.start_logits.dense(hidden).squeeze(-1))
         p = p_mask.to(s.dtype)
         masked = s * (1 - p) - NEG * p
         return masked, F.log_softmax(masked, dim=-1)
@@ -108,8 +134,8 @@ class SpanHead(nn.Module):
 
     def answer_logit(self, hidden: Tensor, masked_start: Tensor, cls_index: Tensor) -> Tensor:
         """Answer class from the softmax-weighted start feature and h at ``cls_index`` (official, train and test)."""
-        weights = torch.softmax(masked_start, dim=-1)
-        start_feature = torch.einsum("bt,btd->bd", weights, hidden)
+        weights = torch.softmax(masked_start, dim=-1)  # in fp32 (start_log_probs upcasts masked_start)
+        start_feature = torch.einsum("bt,btd->bd", weights.to(hidden.dtype), hidden)
         cls_feature = hidden[torch.arange(hidden.shape[0], device=hidden.device), cls_index]
         x = torch.tanh(self.answer_class.dense_0(torch.cat([start_feature, cls_feature], dim=-1)))
         return self.answer_class.dense_1(self.dropout(x)).squeeze(-1)

@@ -125,6 +125,10 @@ class TransformerXL(nn.Module):
             raise ConfigError(f"model.cutoffs={cutoffs} must be increasing and below vocab_size={vocab_size}")
         if d_model % 2:
             raise ConfigError(f"model.d_model={d_model} must be even (sinusoid positions)")
+        # architecture hyper-parameters, kept for checkpoint export (genlab.interop.hf_transfo_xl)
+        self.arch = dict(d_inner=d_inner, dropout=dropout, dropatt=dropatt, untie_r=untie_r, pre_lnorm=pre_lnorm,
+                         ln_eps=ln_eps, tie_weight=tie_weight, cutoffs=cutoffs, div_val=div_val,
+                         tie_projs=tie_projs + [False] * (n_bins - len(tie_projs)), proj_same_dim=proj_same_dim)
         self.vocab_size, self.n_layer, self.d_model = vocab_size, n_layer, d_model
         self.n_head, self.d_head = n_head, d_head
         self.d_embed = d_embed or d_model

@@ -8,17 +8,23 @@ Interface (batch-major)::
                 perm_mask=None,       # [B, T, T] float, 1 = query i may NOT attend key j (query-stream mask)
                 target_mapping=None,  # [B, P, T] one-hot rows; all-zero row = padding slot
                 memory=None,          # list of n_layer tensors [B, M, d] (content-stream layer inputs)
-                reuse_len=None,       # cache only the first reuse_len positions (None = all T)
+                reuse_len=None,       # cache only the first reuse_len positions (None = the model's reuse_len)
                 inp_q=None)           # [B, T] 1 = target: official full-length query stream (no target_mapping)
     out.logits        # [B, P, V] (query stream) or [B, T, V] without target_mapping (LM head model only)
     out.hidden        # [B, T, d] content-stream output of the last layer (no final dropout)
     out.query_hidden  # [B, P, d] query-stream output ([B, T, d] with inp_q), or None
     out.output        # dropout(query_hidden if present else hidden): what the official heads consume
     out.memory        # list of n_layer detached [B, min(mem_len, M + reuse_len), d], or None if mem_len == 0
+                      # (mem_len=None keeps every cached position, as HF does for a config with mem_len null)
 
 The content mask is ``perm_mask`` with the diagonal freed (spec §2.8.6); padding keys are hidden from every real
-query, memory columns are always visible. ``mem_len``, ``clamp_len``, ``same_length``, ``bi_data`` and
-``attn_type`` are plain attributes a task may change between calls. Without perm_mask and target_mapping the
+query, memory columns are always visible. ``mem_len``, ``reuse_len``, ``clamp_len``, ``same_length``, ``bi_data``
+and ``attn_type`` are plain attributes a task may change between calls.
+
+A query-stream slot that sees no key (the first target of a factorisation order, without memory) attends
+uniformly to every key under ``empty_row_policy="uniform"``, as the official code and HF do (the paper presets and
+imported checkpoints). Such a row averages over all keys, its own token included, so the prediction can read the
+token it predicts; ``"zero"`` gives that slot a zero attention vector instead, for ablations of that leak. Without perm_mask and target_mapping the
 backbone is a plain bidirectional encoder (finetuning / DAE).
 
 Parameter names equal the Hugging Face ``XLNetLMHeadModel`` state dict (see genlab.interop.hf_xlnet).
@@ -112,8 +118,9 @@ class XLNetModel(nn.Module):
         bi_data: bool = False,
         clamp_len: int = -1,
         same_length: bool = False,
-        mem_len: int = 0,
-        empty_row_policy: str = "zero",
+        mem_len: int | None = 0,
+        empty_row_policy: str = "uniform",
+        reuse_len: int | None = None,
     ) -> None:
         super().__init__()
         if ff_activation not in ACTIVATIONS:
@@ -130,7 +137,7 @@ class XLNetModel(nn.Module):
                          dropatt=dropatt, layer_norm_eps=layer_norm_eps, init_std=init_std)
         self.d_model, self.n_layer, self.init_std = d_model, n_layer, init_std
         self.attn_type, self.bi_data, self.clamp_len = attn_type, bi_data, clamp_len
-        self.same_length, self.mem_len = same_length, mem_len
+        self.same_length, self.mem_len, self.reuse_len = same_length, mem_len, reuse_len
         self.empty_row_policy = empty_row_policy
         self.word_embedding = nn.Embedding(vocab_size, d_model)
         self.mask_emb = nn.Parameter(torch.empty(1, 1, d_model))
@@ -164,8 +171,9 @@ class XLNetModel(nn.Module):
                 nn.init.zeros_(ln.bias)
 
     def init_memory(self, batch_size: int, device: torch.device | None = None) -> list[Tensor]:
-        """Official initial memory: zeros of full length mem_len per layer (spec §2.10, ``mem_init: zeros``)."""
-        return [torch.zeros(batch_size, self.mem_len, self.d_model, device=device) for _ in range(self.n_layer)]
+        """Official initial memory: zeros of full length mem_len per layer (spec §2.10, ``mem_init: zeros``); an
+        unbounded memory (``mem_len=None``) starts empty."""
+        return [torch.zeros(batch_size, self.mem_len or 0, self.d_model, device=device) for _ in range(self.n_layer)]
 
     # --- per-forward precomputation -------------------------------------------------------------------------
 
@@ -240,11 +248,15 @@ class XLNetModel(nn.Module):
         pos_emb = self.dropout(self._positional(qlen, klen, bsz, device).to(dtype))
         return StreamContext(pos_emb, mask_h, mask_g, seg_h, seg_g, slot_index, slot_valid)
 
+    @property
+    def keeps_memory(self) -> bool:
+        return self.mem_len is None or self.mem_len > 0
+
     def _cache(self, h: Tensor, mem: Tensor | None, reuse_len: int | None) -> Tensor:
-        """new_mem = stopgrad(concat(mem, h[:reuse_len])[-mem_len:]) (spec §2.10)."""
+        """new_mem = stopgrad(concat(mem, h[:reuse_len])[-mem_len:]) (spec §2.10); all of it for mem_len=None."""
         cur = h if reuse_len is None or reuse_len <= 0 else h[:, :reuse_len]
         cat = cur if mem is None or mem.shape[1] == 0 else torch.cat([mem, cur], dim=1)
-        return cat[:, -self.mem_len:].detach()
+        return (cat if self.mem_len is None else cat[:, -self.mem_len:]).detach()
 
     # --- forward ---------------------------------------------------------------------------------------------
 
@@ -281,7 +293,8 @@ class XLNetModel(nn.Module):
         elif target_mapping is not None:
             g = self.dropout(self.mask_emb.expand(input_ids.shape[0], target_mapping.shape[1], -1))
 
-        new_memory: list[Tensor] | None = [] if self.mem_len > 0 else None
+        new_memory: list[Tensor] | None = [] if self.keeps_memory else None
+        reuse_len = self.reuse_len if reuse_len is None else reuse_len
         for i, layer in enumerate(self.layer):
             mem = None if memory is None or mlen == 0 else memory[i]
             if new_memory is not None:
@@ -293,7 +306,10 @@ class XLNetModel(nn.Module):
 
 
 class XLNetLMHeadModel(nn.Module):
-    """XLNet backbone + tied softmax ``logits = dropout(g or h) Eᵀ + b`` (spec §2.9)."""
+    """XLNet backbone + tied softmax ``logits = dropout(g or h) Eᵀ + b`` (spec §2.9). ``hidden_states`` and
+    ``lm_logits`` split the two, for objectives that score only some positions (the DAE baseline)."""
+
+    forward_methods = ("hidden_states", "lm_logits")  # entry points besides forward (genlab.parallel)
 
     def __init__(
         self,
@@ -314,14 +330,15 @@ class XLNetLMHeadModel(nn.Module):
         bi_data: bool = False,
         clamp_len: int = -1,
         same_length: bool = False,
-        mem_len: int = 0,
-        empty_row_policy: str = "zero",
+        mem_len: int | None = 0,
+        empty_row_policy: str = "uniform",
+        reuse_len: int | None = None,
     ) -> None:
         super().__init__()
         self.transformer = XLNetModel(
             vocab_size, n_layer, d_model, n_head, d_head, d_inner, ff_activation, untie_r, dropout, dropatt,
             ff_inner_dropout, init_std, layer_norm_eps, attn_type, bi_data, clamp_len, same_length, mem_len,
-            empty_row_policy,
+            empty_row_policy, reuse_len,
         )
         self.lm_loss = nn.Linear(self.transformer.d_model, vocab_size, bias=True)
         self.lm_loss.weight = self.transformer.word_embedding.weight  # tied (same tensor)
@@ -338,10 +355,17 @@ class XLNetLMHeadModel(nn.Module):
         reuse_len: int | None = None,
         inp_q: Tensor | None = None,
     ) -> XLNetOutput:
-        out = self.transformer(input_ids, token_type_ids, input_mask, perm_mask, target_mapping, memory, reuse_len,
-                               inp_q)
-        out.logits = self.lm_loss(out.output)
+        out = self.hidden_states(input_ids, token_type_ids, input_mask, perm_mask, target_mapping, memory, reuse_len,
+                                 inp_q)
+        out.logits = self.lm_logits(out.output)
         return out
+
+    def hidden_states(self, *args, **kwargs) -> XLNetOutput:
+        """The backbone's outputs without the softmax (arguments as :meth:`forward`)."""
+        return self.transformer(*args, **kwargs)
+
+    def lm_logits(self, hidden: Tensor) -> Tensor:
+        return self.lm_loss(hidden)
 
 
 def plm_loss(logits: Tensor, target: Tensor, target_weight: Tensor) -> Tensor:

@@ -9,8 +9,8 @@ passes the normalised activations on, so the next layer is initialised on them.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import torch
 import torch.nn.functional as F

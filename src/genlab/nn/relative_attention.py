@@ -8,7 +8,8 @@ content term and the softmax, and in training (where SDPA would fall back to its
 that needs a gradient) the content term is accumulated into that bias in place by one ``baddbmm``; ``flex`` (rel
 attention) uses FlexAttention with a ``score_mod`` that reads the un-shifted position scores at the right
 distance (no rel_shift copy, no dense mask) and a block mask; ``naive`` writes every step out (the reference).
-Scores, masks and softmax are fp32 in every path.
+Scores (their sum with the position terms and masks) and softmax are fp32 in every path; under autocast the
+training path runs its two GEMMs (q·k, probabilities·v) in low precision, as CUDA autocast would.
 """
 
 from __future__ import annotations
@@ -136,6 +137,14 @@ def _attend_train(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, dropatt: float,
     there): scale·q k^T accumulated into the bias in place by one baddbmm, softmax, dropout, then the values."""
     out_dtype = v.dtype
     b, h, l, dh = q.shape
+    if torch.is_autocast_enabled(q.device.type):
+        # bf16-mixed: the two GEMMs in low precision (most of attention's FLOPs), the bias/mask sum and the
+        # softmax in fp32; CPU has no bf16 GEMM with an fp32 output, so the scores take a second buffer
+        qk = torch.bmm(q.reshape(b * h, l, dh), k.reshape(b * h, -1, dh).transpose(1, 2))
+        scores = torch.add(bias.reshape(b * h, l, -1).float(), qk, alpha=1.0 / math.sqrt(dh))
+        prob = F.dropout(scores.softmax(-1), dropatt, training)
+        out = torch.bmm(prob, v.reshape(b * h, -1, dh)).to(out_dtype)
+        return out.view(b, h, l, dh).transpose(1, 2).reshape(b, l, h * dh)
     with torch.autocast(q.device.type, enabled=False):
         work = bias.dtype
         # in place into the bias (built for this call, read by nothing else); an unsafe view, as torch.matmul
@@ -207,7 +216,7 @@ def _flex():
     return flex_attention
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _compiled_flex():
     return torch.compile(flex_attention, dynamic=False)
 

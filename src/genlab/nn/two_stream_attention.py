@@ -131,7 +131,12 @@ class TwoStreamRelAttention(nn.Module):
             b, h, lq, dh = qu.shape
             q_flat, k_flat = qu.reshape(b * h, lq, dh), k.reshape(b * h, -1, dh).transpose(1, 2)
             in_place = bias._base is None and bias.is_contiguous() and bias.dtype == qu.dtype
-            if in_place and not torch.is_autocast_enabled(qu.device.type):
+            if torch.is_autocast_enabled(qu.device.type):
+                # autocast: the q·k GEMM in low precision, then the bias/mask sum and the softmax in fp32 (CPU
+                # autocast would keep softmax in bf16, and baddbmm would round the -1e30 mask and bias to bf16)
+                qk = torch.bmm(q_flat, k_flat)
+                scores = torch.add(bias.reshape(b * h, lq, -1).float(), qk, alpha=self.scale)
+            elif in_place:
                 # a bias built for this call (mask / segment / gathered terms) takes the scaled q·k in place:
                 # no second [B, H, Lq, K] buffer (an unsafe view, as torch.matmul uses: a tracked view would
                 # make the in-place write copy the whole buffer in backward; nothing else reads this bias)

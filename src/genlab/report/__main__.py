@@ -39,6 +39,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--summary", action="store_true", help="only write multirun_summary.json/md in each path")
     p.add_argument("--wandb-group", help="read runs of this W&B group instead of directories (needs login)")
     p.add_argument("--wandb-project", default="genlab", help="W&B project (entity/project) for --wandb-group")
+    p.add_argument("--best-over", help="reduce the runs that differ only in this key (e.g. eval.mem_len of an eval.py -m\n"
+                   "sweep) to the best metric; also writes <name>_best_at.* with the shortest setting reaching it")
+    p.add_argument("--best-mode", default="min", choices=("min", "max"), help="best = smallest (default) or largest")
+    p.add_argument("--best-tol", type=float, default=0.0, help="settings within this of the best count as reaching it")
+    p.add_argument("--wandb", action="store_true",
+                   help="also log the table (wandb.Table) and its plot into the runs' W&B group (offline unless\n"
+                        "logged in; the group is --wandb-group, else the one the training runs logged into)")
     return p.parse_args(argv)
 
 
@@ -100,13 +107,20 @@ def _run(args: argparse.Namespace) -> int:
         runs = collect_runs(args.paths)
     else:
         raise ReportError("pass sweep/run directories, or --wandb-group <group>")
+    metric = args.metric or ref.get("metric")
+    if args.best_over:
+        from genlab.report.best_of import reduce_best
+
+        if not metric:
+            raise ReportError("--best-over needs --metric (or a reference's metric) to pick the best by")
+        runs = reduce_best(runs, args.best_over, metric, args.best_mode, args.best_tol)
     rows = _keys(args.rows) if args.rows is not None else list(ref.get("rows", []))
     cols = _keys(args.cols) if args.cols is not None else list(ref.get("cols", []))
     table = build_table(
         runs,
         rows=rows,
         cols=cols,
-        metric=args.metric or ref.get("metric"),
+        metric=metric,
         aggregate=args.agg or ref.get("aggregate", "mean_std"),
         experiment=args.experiment or ref.get("experiment"),
         seed_key=args.seed_key,
@@ -120,11 +134,27 @@ def _run(args: argparse.Namespace) -> int:
     if ref.get("title"):
         md = f"# {ref['title']}\n\n{md}"
     files = {f"{args.name}.md": md, f"{args.name}.csv": to_csv(table), f"{args.name}.tex": to_latex(table, precision, with_ref)}
+    if args.best_over:
+        from genlab.report.best_of import best_key
+
+        at = build_table(runs, rows=rows, cols=cols, metric=best_key(args.best_over), aggregate="median",
+                         experiment=args.experiment or ref.get("experiment"), seed_key=args.seed_key)
+        files[f"{args.name}_best_at.md"] = f"Setting of {args.best_over} reaching {metric}'s best\n\n" + to_markdown(at, 0)
+        files[f"{args.name}_best_at.csv"] = to_csv(at)
     for name, text in files.items():
         with atomic_write(out / name, "w") as f:
             f.write(text)
     if not args.no_plot:
         plot_table(table, out / f"{args.name}.png", with_ref)
+    if args.wandb:
+        from genlab.report.wandb_log import log_table, sweep_group
+
+        group = args.wandb_group or sweep_group(runs)
+        plot = None if args.no_plot else out / f"{args.name}.png"
+        # The W&B run folder goes beside the runs (the sweep), not into experiments/<table>/.
+        folder = log_table(table, args.name, group, args.wandb_project, Path(args.paths[0]) if args.paths else out,
+                           plot, md)
+        print(f"logged {args.name} to W&B group {group} ({folder})")
     print(md)
     print(f"wrote {', '.join(str(out / n) for n in files)}" + ("" if args.no_plot else f", {out / args.name}.png"))
     return 0

@@ -51,8 +51,9 @@ class RunResult:
         """A run's setting as text: its override, else its config value (so defaults group with explicit values)."""
         if key == "experiment":
             return self.experiment
-        if key in self.overrides:
-            return self.overrides[key]
+        if key in self.overrides:  # a sweep writes booleans as Python does ("True"); configs and YAML say "true"
+            v = self.overrides[key]
+            return v.lower() if v in ("True", "False") else v
         if key in self.config:
             return _as_text(self.config[key])
         return None
@@ -159,7 +160,7 @@ def write_multirun_summary(sweep_dir: str | Path) -> dict[str, Any]:
     counts = {s: sum(t["status"] == s for t in trials) for s in ("finished", "failed", "incomplete")}
     summary = {
         "sweep_dir": str(sweep_dir.resolve()),
-        "written": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "written": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "n_trials": len(trials),
         **{f"n_{s}": n for s, n in counts.items()},
         "trials": trials,

@@ -20,7 +20,7 @@ def plot_table(table: Table, path: str | Path, with_reference: bool = False) -> 
     import matplotlib.pyplot as plt
 
     path = Path(path)
-    fig, ax = plt.subplots(figsize=(max(5.0, 0.9 * len(table.rows) * max(1, len(table.cols)) ** 0.5 + 3), 3.6))
+    fig, ax = plt.subplots(figsize=(max(7.0, 0.9 * len(table.rows) * max(1, len(table.cols)) ** 0.5 + 4), 5.0))
     median = table.aggregate == "median"
     numeric = _numeric(table.rows) and len(table.rows) > 1
     width = 0.8 / max(1, len(table.cols))
@@ -53,44 +53,70 @@ def plot_table(table: Table, path: str | Path, with_reference: bool = False) -> 
         ax.set_yscale("log")  # perplexities across very different settings
     ax.grid(alpha=0.3)
     if len(table.cols) > 1 or with_reference:
-        ax.legend(fontsize=8)
-    ax.set_title(table.experiment or "", fontsize=10)
+        ax.legend(fontsize=9)
+    ax.set_title(table.experiment or "", fontsize=12)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=130)
     plt.close(fig)
     return path
 
 
-def plot_run_curves(run_dir: str | Path, out: str | Path | None = None) -> Path | None:
-    """Loss, learning-rate and throughput curves of one run from its CSV log (csv/metrics.csv) into a PNG."""
+def read_run_series(run_dir: str | Path) -> dict[str, list[tuple[float, float]]]:
+    """Every logged scalar of a run by step, from all its CSV logs (a resumed run adds csv/version_N/), in order;
+    a step logged twice (the same step re-run after a resume) keeps its latest value."""
     import csv
 
+    series: dict[str, dict[float, float]] = {}
+    logs = sorted(Path(run_dir).glob("csv/**/metrics.csv"), key=lambda p: (len(p.parts), str(p)))
+    for log in logs:
+        with open(log) as f:
+            for rec in csv.DictReader(f):
+                step = rec.get("step")
+                if not step:
+                    continue
+                for k, v in rec.items():
+                    if k in ("step", "epoch") or not v:
+                        continue
+                    try:
+                        val = float(v)
+                    except ValueError:
+                        continue
+                    if math.isfinite(val):
+                        series.setdefault(k, {})[float(step)] = val
+    return {k: sorted(points.items()) for k, points in series.items()}
+
+
+def _is_perf(key: str) -> bool:
+    return key.startswith(("perf/", "lr")) or "per_sec" in key or "throughput" in key or "mfu" in key.lower()
+
+
+def curve_panels(keys: list[str]) -> list[tuple[str, list[str]]]:
+    """Which logged keys share axes: losses; perplexity/bpc (hundreds would flatten a loss); the task's own metrics
+    (accuracy, error, F1, KL ...); learning rate; throughput; MFU (a fraction, on its own 0-1 axis)."""
+    loss = [k for k in keys if k.endswith("loss")]
+    ppl = [k for k in keys if k.endswith(("/ppl", "/bpc"))]
+    mfu = [k for k in keys if "mfu" in k.lower()]
+    lr = [k for k in keys if k.startswith("lr")]
+    speed = [k for k in keys if _is_perf(k) and k not in mfu and k not in lr and "mem" not in k]
+    task = [k for k in keys if k not in loss + ppl and not _is_perf(k)]
+    panels = [("loss", loss), ("perplexity / bits per character", ppl), ("task metrics", task),
+              ("learning rate", lr), ("throughput", speed), ("MFU (model FLOPs utilisation)", mfu)]
+    return [(title, sorted(ks)) for title, ks in panels if ks]
+
+
+def shown_values(panel: str, values: tuple[float, ...] | list[float]) -> list[float]:
+    """MFU is a fraction of the device's peak: above 1 means the peak was mis-measured (a shared CPU's timed GEMM),
+    not a faster model, so the plot caps it at 1."""
+    return [min(v, 1.0) for v in values] if panel.startswith("MFU") else list(values)
+
+
+def plot_run_curves(run_dir: str | Path, out: str | Path | None = None) -> Path | None:
+    """curves.png of one run from its CSV logs: one panel per kind of quantity (see :func:`curve_panels`), every
+    logged point (sparse series such as validation get markers), at a size readable without zooming."""
     run_dir = Path(run_dir)
-    logs = sorted(run_dir.glob("csv/**/metrics.csv"))
-    if not logs:
-        return None
-    series: dict[str, list[tuple[float, float]]] = {}
-    with open(logs[-1]) as f:
-        for rec in csv.DictReader(f):
-            step = rec.get("step")
-            if not step:
-                continue
-            for k, v in rec.items():
-                if k in ("step", "epoch") or not v:
-                    continue
-                try:
-                    val = float(v)
-                except ValueError:
-                    continue
-                if math.isfinite(val):
-                    series.setdefault(k, []).append((float(step), val))
-    panels = [
-        ("loss", [k for k in series if k.endswith("loss") or k.endswith("/ppl") or k.endswith("/bpc")]),
-        ("learning rate", [k for k in series if k.startswith("lr")]),
-        ("throughput", [k for k in series if "per_sec" in k or "throughput" in k or "mfu" in k.lower()]),
-    ]
-    panels = [(t, ks) for t, ks in panels if ks]
+    series = read_run_series(run_dir)
+    panels = curve_panels(list(series))
     if not panels:
         return None
     import matplotlib
@@ -98,16 +124,29 @@ def plot_run_curves(run_dir: str | Path, out: str | Path | None = None) -> Path 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.2), squeeze=False)
-    for ax, (title, keys) in zip(axes[0], panels):
+    cols = min(3, len(panels))
+    rows = math.ceil(len(panels) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(6.0 * cols, 4.5 * rows), squeeze=False)
+    for ax, (title, keys) in zip(axes.flat, panels):
         for k in keys:
-            ax.plot(*zip(*series[k]), label=k, marker="." if len(series[k]) < 20 else None)
-        ax.set_title(title, fontsize=10)
+            steps, values = zip(*series[k])
+            values = shown_values(title, values)
+            ax.plot(steps, values, label=k, marker="o" if len(steps) < 50 else None, markersize=4)
+        if title.startswith("MFU"):
+            ax.set_ylim(0, 1)
+        elif title.startswith("perplexity"):
+            low = min(v for k in keys for _, v in series[k])
+            high = max(v for k in keys for _, v in series[k])
+            if low > 0 and high / low > 10:
+                ax.set_yscale("log")
+        ax.set_title(title, fontsize=12)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=9)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
     fig.tight_layout()
     out = Path(out) if out else run_dir / "curves.png"
-    fig.savefig(out, dpi=110)
+    fig.savefig(out, dpi=120)
     plt.close(fig)
     return out

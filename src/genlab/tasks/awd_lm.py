@@ -15,15 +15,19 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytorch_lightning as pl
 import torch
 from torch import Tensor, nn
 
+from genlab import checkpoints
 from genlab.errors import CheckpointError, ConfigError
+from genlab.tasks.data_interface import StreamData, datamodule_of
 from genlab.tasks.nt_asgd import NTASGD, nonmonotone_trigger
+from genlab.tasks.optim import TaskOptimization
 
 STAGES = ("train", "finetune")
 
@@ -35,34 +39,33 @@ def ar_tar(output: Tensor, raw_output: Tensor, alpha: float, beta: float) -> Ten
     return ar + tar
 
 
-def load_awd_checkpoint(path: str | Path) -> tuple[dict[str, Tensor], dict[str, Any]]:
-    """Model weights of an AWD task checkpoint (the NT-ASGD average when averaging had started) and the data
-    identity it was trained on."""
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"checkpoint {path} does not exist; pass the best checkpoint of the training stage "
-                              "(task.init_checkpoint=/path/to/best.ckpt).")
-    ckpt = torch.load(path, map_location="cpu", weights_only=False)
-    if "state_dict" not in ckpt or "awd" not in ckpt:
+def averaged_weights(checkpoint: dict[str, Any], path: str | Path) -> dict[str, Tensor]:
+    """Model weights of a loaded AWD task checkpoint: the NT-ASGD average when averaging had started."""
+    if "state_dict" not in checkpoint or "awd" not in checkpoint:
         raise CheckpointError(f"{path} is not a checkpoint of genlab.tasks.awd_lm.AWDLanguageModelTask.")
-    weights = {k[len("model."):]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
-    asgd = ckpt["awd"]["nt_asgd"]
+    weights = checkpoints.submodule_weights(checkpoint)
+    asgd = checkpoint["awd"]["nt_asgd"]
     if asgd["average"] is not None:
-        for name, avg in zip(ckpt["awd"]["param_names"], asgd["average"]):
+        for name, avg in zip(checkpoint["awd"]["param_names"], asgd["average"]):
             weights[name].copy_(avg)  # in place: a tied decoder shares this storage and must follow
-    return weights, ckpt.get("data_identity", {})
+    return weights
 
 
-def check_identity(saved: dict[str, Any], current: dict[str, Any], path: str | Path) -> None:
-    for key in ("vocab_size", "vocab"):
-        if key in saved and key in current and saved[key] != current[key]:
-            raise CheckpointError(
-                f"checkpoint {path} was trained on a different vocabulary ({key}: {saved[key]} vs the data's "
-                f"{current[key]}); use the same data.dataset / data.options as the training stage."
-            )
+def load_awd_checkpoint(path: str | Path) -> tuple[dict[str, Tensor], dict[str, Any]]:
+    """Model weights of an AWD task checkpoint file (see :func:`averaged_weights`) and the data identity it was
+    trained on."""
+    checkpoint = checkpoints.load(path, key="task.init_checkpoint",
+                                  fix="Pass the best checkpoint of the training stage (task.init_checkpoint=/path/to/"
+                                      "best.ckpt).")
+    return averaged_weights(checkpoint, path), checkpoints.data_identity(checkpoint)
 
 
-class AWDLanguageModelTask(pl.LightningModule):
+def check_vocabulary(saved: dict[str, Any], current: dict[str, Any], where: str | Path) -> None:
+    checkpoints.check_data_identity(saved, current, str(where), keys=checkpoints.VOCABULARY_KEYS,
+                                    fix="use the same data.dataset / data.options as the training stage")
+
+
+class AWDLanguageModelTask(TaskOptimization, pl.LightningModule):
     def __init__(
         self,
         model: nn.Module,
@@ -91,7 +94,7 @@ class AWDLanguageModelTask(pl.LightningModule):
         if metric not in ("ppl", "bpc"):
             raise ConfigError(f"task.metric must be 'ppl' or 'bpc', got {metric!r}.")
         self.automatic_optimization = False
-        self.model, self.optimizer_factory = model, optimizer
+        self.model, self.optimizer_factory, self.scheduler_factory = model, optimizer, None
         self.monitor, self.monitor_mode, self.metric = monitor, monitor_mode, metric
         self.small_batch_size, self.alpha, self.beta, self.clip = small_batch_size, alpha, beta, clip
         self.stage, self.init_checkpoint = stage, init_checkpoint
@@ -105,13 +108,13 @@ class AWDLanguageModelTask(pl.LightningModule):
 
     # -- setup: data identity, fine-tuning initialisation ----------------------------------------------------
     def setup(self, stage: str) -> None:
-        dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+        dm: StreamData | None = datamodule_of(self)
         if dm is not None and hasattr(dm, "identity") and getattr(dm, "corpus", None) is not None:
             self.data_identity = dm.identity()
         if stage == "fit" and self.stage == "finetune" and not self.nt_asgd.active:
             # a resumed fine-tuning run (ckpt_path) overwrites all of this when Lightning restores its state
             weights, identity = load_awd_checkpoint(self.init_checkpoint)
-            check_identity(identity, self.data_identity, self.init_checkpoint)
+            check_vocabulary(identity, self.data_identity, self.init_checkpoint)
             try:
                 self.model.load_state_dict(weights)
             except RuntimeError as err:
@@ -189,7 +192,8 @@ class AWDLanguageModelTask(pl.LightningModule):
             stats = self.all_gather(stats).sum(0)
         loss = (stats[0] / stats[1]).item()
         self.log(f"{split}/loss", loss)
-        self.log(f"{split}/{self.metric}", math.exp(loss) if self.metric == "ppl" else loss / math.log(2), prog_bar=True)
+        value = math.exp(loss) if self.metric == "ppl" else loss / math.log(2)
+        self.log(f"{split}/{self.metric}", value, prog_bar=True)
         return loss
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
@@ -221,13 +225,13 @@ class AWDLanguageModelTask(pl.LightningModule):
             self.finetune_history.append(loss)
         self.log("train/asgd_switch_epoch", float(self.nt_asgd.switch_epoch or 0))
 
-    # -- optimiser -------------------------------------------------------------------------------------------
-    def configure_optimizers(self):
-        return self.optimizer_factory(self._params())  # SGD with weight_decay on all parameters (spec P8)
+    # -- optimiser (configure_optimizers: genlab.tasks.optim.TaskOptimization; clipped in training_step) --------
+    def optimizer_groups(self) -> list[nn.Parameter]:
+        return self._params()  # SGD with weight_decay on all parameters (spec P8)
 
     # -- checkpoints -----------------------------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict) -> None:
-        checkpoint["data_identity"] = self.data_identity
+        checkpoints.record_data_identity(checkpoint, self.data_identity)
         checkpoint["awd"] = {
             "nt_asgd": self.nt_asgd.state_dict(),
             "param_names": [n for n, _ in self.model.named_parameters()],
@@ -240,9 +244,9 @@ class AWDLanguageModelTask(pl.LightningModule):
         saved = checkpoint.get("awd")
         if saved is None:
             raise CheckpointError("this checkpoint was not written by AWDLanguageModelTask (no 'awd' state).")
-        identity = checkpoint.get("data_identity", {})
+        identity = checkpoints.data_identity(checkpoint)
         if self.data_identity:
-            check_identity(identity, self.data_identity, "ckpt_path")
+            check_vocabulary(identity, self.data_identity, "ckpt_path")
         self.data_identity = identity or self.data_identity
         self.nt_asgd.load_state_dict(saved["nt_asgd"], device=self.device)
         self.finetune_history = list(saved["finetune_history"])

@@ -5,25 +5,28 @@ by one generator (+ encoder) step (feature matching [+ PT] [+ VI] [+ LD]), with 
 D optimiser is stepped through Lightning (so ``trainer.global_step`` counts iterations); G and the encoder are
 stepped directly. Learning rates follow the reference code's per-"epoch" schedule, an epoch being one pass
 over the unlabelled stream. A non-finite loss stops training before any parameter is touched, so the last
-checkpoint holds the last good weights.
+checkpoint holds the last good weights. Sample grids and log p histograms are drawn by the callback
+``genlab.callbacks.gan_images.GANSampleImages``, which the task adds (``configure_callbacks``).
 """
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-import numpy as np
 import pytorch_lightning as pl
 import torch
 from torch import Tensor, nn
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
+from genlab import checkpoints
+from genlab.callbacks.gan_images import GANSampleImages
 from genlab.errors import CheckpointError, ConfigError, DataError
 from genlab.models.bad_gan import BadGAN, sample_noise
 from genlab.nn.gan_layers import data_dependent_init
 from genlab.tasks import gan_losses as L
+from genlab.tasks.data_interface import SSLImageData, datamodule_of
 
 
 def epoch_lr_factor(epoch: int, horizon: int | None) -> float:
@@ -37,12 +40,9 @@ def load_density_model(path: str, image_shape: list[int] | tuple[int, ...]) -> n
     """Frozen density model from a PixelCNN++ checkpoint written by ``genlab.tasks.pixelcnn``."""
     from genlab.models.pixelcnn_pp import PixelCNNPP
 
-    try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=False)
-    except (OSError, RuntimeError) as err:
-        raise CheckpointError(f"task.density_ckpt={path}: cannot load ({err}); train one with "
-                              "experiment=pixelcnn_<dataset> and pass its checkpoint.") from err
-    meta = ckpt.get("density_model") if isinstance(ckpt, dict) else None
+    ckpt = checkpoints.load(path, key="task.density_ckpt",
+                            fix="Train one with experiment=pixelcnn_<dataset> and pass its checkpoint.")
+    meta = ckpt.get("density_model")
     if meta is None:
         raise CheckpointError(f"task.density_ckpt={path} is not a PixelCNN++ checkpoint of genlab.tasks.pixelcnn.")
     if list(meta["image_shape"]) != list(image_shape):
@@ -53,25 +53,6 @@ def load_density_model(path: str, image_shape: list[int] | tuple[int, ...]) -> n
     return model
 
 
-def image_grid(images: Tensor, image_shape: list[int] | None = None, nrow: int = 10) -> Tensor:
-    """[N, ...] images in [0,1] or [-1,1] -> one [C, H', W'] grid in [0,1] (no torchvision needed)."""
-    x = images.detach().float().cpu()
-    if image_shape:
-        x = x.reshape(len(x), *image_shape)
-    elif x.ndim == 2:
-        side = int(round(math.sqrt(x.shape[1])))
-        x = x.reshape(len(x), 1, side, side)
-    if x.min() < 0:
-        x = (x + 1.0) / 2.0
-    n, c, h, w = x.shape
-    rows = math.ceil(n / nrow)
-    grid = torch.ones(c, rows * (h + 1) + 1, nrow * (w + 1) + 1)
-    for i in range(n):
-        r, col = divmod(i, nrow)
-        grid[:, 1 + r * (h + 1): 1 + r * (h + 1) + h, 1 + col * (w + 1): 1 + col * (w + 1) + w] = x[i]
-    return grid.clamp(0, 1)
-
-
 class BadGANTask(pl.LightningModule):
     def __init__(self, model: BadGAN, optimizer: Callable, g_optimizer: Callable,
                  enc_optimizer: Callable | None = None, scheduler: Any = None, monitor: str = "valid/err",
@@ -79,7 +60,8 @@ class BadGANTask(pl.LightningModule):
                  ent_normalize_over: str = "K", fm_type: str = "sq_mean", pt_weight: float = 0.0,
                  vi_weight: float = 0.0, vi_sigma_max: float | None = None, ld_weight: float = 0.0,
                  ld_start_iter: int = 9000, ld_prob: float = 0.1, ld_n_samples: int = 30, ld_quantile: float = 10.0,
-                 ld_threshold_set: str = "test", density_input_map: str = "unit_to_symmetric", density_ckpt: str | None = None,
+                 ld_threshold_set: str = "test", density_input_map: str = "unit_to_symmetric",
+                 density_ckpt: str | None = None,
                  density_model: nn.Module | None = None, image_shape: list[int] | None = None,
                  lr_horizon_epochs: int | None = None, lr_floor: float = 0.0, init_batches: int = 5,
                  init_source: str = "unlabeled", init_generator: bool = False, n_eval_generated: int = 2000,
@@ -126,8 +108,13 @@ class BadGANTask(pl.LightningModule):
         self.register_buffer("ld_threshold", torch.tensor(float("nan")))
         self.best_err = math.inf
         self.stopped_on_nan = False
+        self.eval_samples: dict[str, Tensor | None] = {}  # drawn by the last evaluation, for GANSampleImages
 
     # ----------------------------------------------------------------------------------------------- setup
+    def configure_callbacks(self) -> list[pl.Callback]:
+        """The sample grid and log p histogram of every validation (pictures are a callback's job, not the task's)."""
+        return [GANSampleImages(self.hparams.image_shape)]
+
     def configure_optimizers(self):
         opts = [self.make_opt_d(self.model.discriminator.parameters()),
                 self.make_opt_g(self.model.generator.parameters())]
@@ -183,7 +170,7 @@ class BadGANTask(pl.LightningModule):
         return self.model.discriminator if self.d_ema is None else self.d_ema.module
 
     def on_train_start(self) -> None:
-        dm = getattr(self.trainer, "datamodule", None)
+        dm: SSLImageData | None = datamodule_of(self)
         self.model.train()
         if not bool(self.initialised):
             if dm is None:
@@ -197,7 +184,7 @@ class BadGANTask(pl.LightningModule):
         # preset with task.ld_weight=0 is the FM baseline of spec §7 item 19 under the same density.
         if self.density is not None and torch.isnan(self.ld_threshold):
             ref = dm.reference_images(self.hparams.ld_threshold_set)
-            self.ld_threshold.fill_(L.density_threshold(self._log_density_batched(ref), self.hparams.ld_quantile))
+            self.ld_threshold.fill_(L.density_threshold(self.log_density_batched(ref), self.hparams.ld_quantile))
         self.iters_per_epoch = dm.iters_per_epoch if dm is not None else 1
 
     def _pretrain_density(self, images: Tensor) -> None:
@@ -216,7 +203,7 @@ class BadGANTask(pl.LightningModule):
         self.density.requires_grad_(False).eval()
 
     @torch.no_grad()
-    def _log_density_batched(self, x: Tensor, batch: int = 200) -> Tensor:
+    def log_density_batched(self, x: Tensor, batch: int = 200) -> Tensor:
         return torch.cat([self._log_density(x[i:i + batch].to(self.device)) for i in range(0, len(x), batch)])
 
     def _log_density(self, x: Tensor) -> Tensor:
@@ -331,6 +318,7 @@ class BadGANTask(pl.LightningModule):
     # ------------------------------------------------------------------------------------------ evaluation
     def on_validation_epoch_start(self) -> None:
         self._eval = {"n_err": 0, "n": 0, "logits": []}
+        self.eval_samples = {}
 
     def _eval_step(self, batch: dict[str, Tensor]) -> None:
         logits, _ = self.eval_discriminator(batch["x"])
@@ -368,74 +356,17 @@ class BadGANTask(pl.LightningModule):
         if stage == "valid":
             self.best_err = min(self.best_err, err)
             logs["valid/err_best"] = self.best_err
-        images = {}
+        logp = None
         if self.density is not None and not torch.isnan(self.ld_threshold):
-            logp = self._log_density_batched(gen[:400])
+            logp = self.log_density_batched(gen[:400])
             logs.update({f"{stage}/gen_logp_max": float(logp.max()), f"{stage}/gen_logp_mean": float(logp.mean()),
                          f"{stage}/ld_threshold": float(self.ld_threshold)})
-            if stage == "valid":
-                real = self._log_density_batched(self.trainer.datamodule.reference_images(
-                    self.hparams.ld_threshold_set)[:400]) if getattr(self.trainer, "datamodule", None) else None
-                images["ld_logp_hist"] = logp_histogram(logp, real, float(self.ld_threshold), self.global_step)
         self.log_dict(logs, sync_dist=True)
-        if stage == "valid":
-            images["samples"] = image_grid(gen[: self.hparams.sample_grid], self.hparams.image_shape)
-            self._log_images(images)
+        # what the pictures of this evaluation show (genlab.callbacks.gan_images.GANSampleImages draws them)
+        self.eval_samples = {"samples": gen[: self.hparams.sample_grid], "logp": logp}
 
     def on_validation_epoch_end(self) -> None:
         self._eval_end("valid")
 
     def on_test_epoch_end(self) -> None:
         self._eval_end("test")
-
-    def _log_images(self, images: dict[str, Tensor]) -> None:
-        """[C, H, W] images in [0, 1]: to loggers that take images (W&B, TensorBoard) and, so CSV-only runs
-        show them too, as PNGs under ``<run dir>/images/`` when the Trainer has an explicit ``default_root_dir``."""
-        if self.trainer is None or not self.trainer.is_global_zero:
-            return
-        for name, img in images.items():
-            if img.numel() == 0:
-                continue
-            for logger in self.trainer.loggers:
-                exp = getattr(logger, "experiment", None)
-                if hasattr(logger, "log_image"):
-                    logger.log_image(key=name, images=[img], step=self.global_step)
-                elif hasattr(exp, "add_image"):
-                    exp.add_image(name, img, self.global_step)
-            root = getattr(self.trainer, "_default_root_dir", None)  # None: no run dir given, never write into cwd
-            if root is not None:
-                save_png(img, Path(root) / "images" / f"{name}_step{self.global_step:07d}.png")
-
-
-def save_png(img: Tensor, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    arr = img.permute(1, 2, 0).numpy()
-    plt.imsave(path, arr[..., 0] if arr.shape[-1] == 1 else arr, cmap="gray", vmin=0.0, vmax=1.0)
-
-
-def logp_histogram(gen: Tensor, real: Tensor | None, threshold: float, step: int) -> Tensor:
-    """Low-density statistics as a picture (S000 Table 3.2's max log p): density-model log p of generated samples
-    vs real reference images, with the LD threshold ε; returned as a [3, H, W] image in [0, 1]."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only; never needs a display
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(5, 3.2), dpi=80)
-    ax.hist(gen.cpu().numpy(), bins=40, alpha=0.6, label=f"generated (max {float(gen.max()):.0f})")
-    if real is not None:
-        ax.hist(real.cpu().numpy(), bins=40, alpha=0.6, label="real reference")
-    ax.axvline(threshold, color="k", linestyle="--", label=f"threshold ε = {threshold:.0f}")
-    ax.set_xlabel("log p(x) under the density model (nats / image)")
-    ax.set_title(f"iteration {step}")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.canvas.draw()
-    rgba = torch.from_numpy(np.asarray(fig.canvas.buffer_rgba()).copy())
-    plt.close(fig)
-    return rgba[..., :3].permute(2, 0, 1).float() / 255.0

@@ -6,11 +6,13 @@ variational bound with q(z|x)), ``egan_ent_mix`` (reg_cst·VI + (1 − reg_cst)�
 Every iteration computes all losses from one forward pass, takes each network's gradient at the current
 parameters (``torch.autograd.grad``), then applies the update chosen by the gap scheduler (``all`` /
 ``d_only`` / ``g_only``). Training length is in epochs (``trainer.max_epochs``); LRs decay per epoch.
+Evaluation statistics (grid KLs of Table B.2, energy ranking) are computed by ``genlab.metrics.cegan_metrics``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytorch_lightning as pl
@@ -19,8 +21,16 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from genlab.errors import ConfigError
+from genlab.metrics.cegan_metrics import (
+    grid_kls,
+    grid_softmax,
+    histogram_on_grid,
+    make_canvas,
+    spearman,
+)
 from genlab.models.cegan import CEGAN
 from genlab.tasks import gan_losses as L
+from genlab.tasks.data_interface import OneClassImageData, Toy2DData, datamodule_of
 
 VARIANTS = ("gan", "egan_const", "egan_ent_nn", "egan_ent_vi", "egan_ent_mix")
 
@@ -32,60 +42,6 @@ def choose_update(gap: float, lbound: float, rbound: float) -> str:
     if gap > rbound:
         return "d_only"
     return "g_only"
-
-
-# ----------------------------------------------------------------------------------------- grid evaluation
-def make_canvas(data: np.ndarray, n: int = 100) -> tuple[np.ndarray, np.ndarray]:
-    """Cell centres of an n×n grid spanning the data range extended by half the half-range on each side."""
-    axes = []
-    for d in range(2):
-        lo, hi = float(data[:, d].min()), float(data[:, d].max())
-        ext = (hi - lo) / 4.0  # half of the half-range
-        axes.append(np.linspace(lo - ext, hi + ext, n))
-    gx, gy = np.meshgrid(axes[0], axes[1], indexing="ij")
-    return np.stack([gx.ravel(), gy.ravel()], 1), np.stack(axes)
-
-
-def histogram_on_grid(points: np.ndarray, axes: np.ndarray) -> np.ndarray:
-    """Normalised counts of points assigned to their nearest cell centre (regular grid: per-axis rounding)."""
-    n = axes.shape[1]
-    idx = []
-    for d in range(2):
-        step = axes[d, 1] - axes[d, 0]
-        idx.append(np.clip(np.rint((points[:, d] - axes[d, 0]) / step), 0, n - 1).astype(np.int64))
-    counts = np.bincount(idx[0] * n + idx[1], minlength=n * n).astype(np.float64)
-    return counts / counts.sum()
-
-
-def grid_softmax(neg_energy: np.ndarray) -> np.ndarray:
-    """p_disc = exp(−c) / Σ exp(−c) over the cells (independent of a global shift of c)."""
-    a = neg_energy - neg_energy.max()
-    p = np.exp(a)
-    return p / p.sum()
-
-
-def kl(p: np.ndarray, q: np.ndarray, floor: float = 1e-10) -> float:
-    """KL(p‖q) on histograms with an additive floor then renormalisation (empty cells)."""
-    p = (p + floor) / (p + floor).sum()
-    q = (q + floor) / (q + floor).sum()
-    return float((p * (np.log(p) - np.log(q))).sum())
-
-
-def spearman(a: np.ndarray, b: np.ndarray) -> float:
-    """Rank correlation (no tie correction: energies and distances are continuous)."""
-    ra, rb = np.argsort(np.argsort(a)), np.argsort(np.argsort(b))
-    return float(np.corrcoef(ra, rb)[0, 1])
-
-
-def inception_score(probs: np.ndarray, splits: int = 10) -> tuple[float, float]:
-    """exp(E_x KL(p(y|x) ‖ p(y))) on ``splits`` equal parts of the class probabilities [N, K]; mean and std.
-    The classifier is the caller's (the paper's TF Inception graph is not available offline)."""
-    scores = []
-    for part in np.array_split(np.asarray(probs, dtype=np.float64), splits):
-        py = part.mean(axis=0, keepdims=True)
-        kl_rows = (part * (np.log(part + 1e-12) - np.log(py + 1e-12))).sum(axis=1)
-        scores.append(float(np.exp(kl_rows.mean())))
-    return float(np.mean(scores)), float(np.std(scores))
 
 
 class CEGANTask(pl.LightningModule):
@@ -248,9 +204,7 @@ class CEGANTask(pl.LightningModule):
              "gen": histogram_on_grid(self.generate(hp.n_eval_generated).cpu().numpy(), axes),
              "data": grid_softmax(truth.log_density(cells)),
              "disc": grid_softmax(-self.energy_on(torch.from_numpy(cells).float()).cpu().double().numpy())}
-        pairs = [("gen", "emp"), ("emp", "gen"), ("gen", "data"), ("data", "gen"), ("disc", "emp"), ("emp", "disc"),
-                 ("disc", "data"), ("data", "disc"), ("gen", "disc"), ("disc", "gen")]
-        report = {f"kl_{a}_{b}": kl(p[a], p[b], hp.kl_floor) for a, b in pairs}
+        report = grid_kls(p, hp.kl_floor)
         self._last_grid = (cells, axes, p)
         return report
 
@@ -271,7 +225,7 @@ class CEGANTask(pl.LightningModule):
         return spearman(e, dist)
 
     def _log_grid(self, prefix: str) -> None:
-        dm = getattr(self.trainer, "datamodule", None)
+        dm: Toy2DData | OneClassImageData | None = datamodule_of(self)
         if dm is None or self.trainer.sanity_checking:
             return
         if hasattr(dm, "x_train") and hasattr(dm, "x_test"):  # one-class images: the energy ranking

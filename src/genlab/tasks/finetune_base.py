@@ -17,20 +17,25 @@ that the checkpoint's tokenizer is the one the data uses.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytorch_lightning as pl
 import torch
 from torch import nn
 
+from genlab import checkpoints
 from genlab.errors import CheckpointError, ConfigError
 from genlab.models.backbones import adapt
 from genlab.models.bert import BertForPretraining
 from genlab.models.funnel import FunnelModel
 from genlab.models.funnel_pretraining import FunnelElectra, FunnelForMaskedLM
 from genlab.models.xlnet import XLNetLMHeadModel, XLNetModel
-from genlab.tasks.layerwise_lr import check_mode, param_groups, scale_layer_gradients
+from genlab.parallel import ParallelizeMixin
+from genlab.tasks.data_interface import IdentifiedData, datamodule_of
+from genlab.tasks.layerwise_lr import check_mode, layer_decay_groups
+from genlab.tasks.optim import TaskOptimization, configured_lr
 
 FUNNELS = (FunnelModel, FunnelForMaskedLM, FunnelElectra)
 
@@ -43,17 +48,15 @@ def load_pretrained(model: nn.Module, init_from: str, token_level: bool = False)
         raise CheckpointError(f"task.init_from={init_from}: no such file or folder; give an HF XLNet/BERT/Funnel "
                               "folder or a genlab .ckpt file, or null to start from scratch.")
     if path.suffix == ".ckpt":
-        ckpt = torch.load(path, map_location="cpu", weights_only=False)
-        state = {k[len("model."):]: v for k, v in ckpt.get("state_dict", {}).items() if k.startswith("model.")}
+        ckpt = checkpoints.load(path, key="task.init_from")
+        state = checkpoints.submodule_weights(ckpt)
         if not state:
             raise CheckpointError(f"task.init_from={init_from}: the checkpoint holds no model.* weights.")
         # data.tokenizer=<the .ckpt> stands for the run's own tokenizer (genlab.data.tokenizers.from_checkpoint)
-        identity = {"tokenizer_source": str(path), **ckpt.get("genlab", {}).get("data_identity", {})}
-        theirs, ours = identity.get("vocab_size"), _arch(model).get("vocab_size")
-        if theirs is not None and ours is not None and theirs != ours:
-            raise CheckpointError(f"task.init_from={init_from} has a vocabulary of {theirs} tokens but the data's "
-                                  f"tokenizer has {ours}; finetune on the checkpoint's own tokenizer: "
-                                  f"data.tokenizer={path}.")
+        identity = {"tokenizer_source": str(path), **checkpoints.data_identity(ckpt)}
+        ours = {k: v for k, v in _arch(model).items() if k == "vocab_size"}  # the data's, through model_overrides
+        checkpoints.check_data_identity(identity, ours, f"task.init_from={init_from}",
+                                        fix=f"finetune on the checkpoint's own tokenizer: data.tokenizer={path}")
         if isinstance(model, FUNNELS):
             _load_funnel_body(model, state, init_from)
         else:
@@ -176,8 +179,9 @@ def _check_hf_architecture(model: nn.Module, path: Path, config_from_hf: Callabl
                               + ", ".join(diff) + ".")
 
 
-class FinetuneTask(pl.LightningModule):
-    """Base class: backbone adapter + optimiser wiring; subclasses add a head and the objective."""
+class FinetuneTask(TaskOptimization, ParallelizeMixin, pl.LightningModule):
+    """Base class: backbone adapter + optimiser wiring; subclasses add a head and the objective. Sharded (FSDP2),
+    checkpointed and compiled per backbone block by ``genlab.parallel`` like the pretraining tasks."""
 
     def __init__(self, model: nn.Module, optimizer: Callable[..., torch.optim.Optimizer],
                  scheduler: Callable[..., dict] | None, monitor: str, monitor_mode: str, weight_decay: float,
@@ -201,14 +205,13 @@ class FinetuneTask(pl.LightningModule):
 
     def check_tokenizer(self) -> None:
         """A pretrained checkpoint must be finetuned on text tokenised with its own tokenizer."""
-        dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+        dm: IdentifiedData | None = datamodule_of(self)
         if dm is None or not hasattr(dm, "identity") or not self.pretrained_identity:
             return
-        saved, current = self.pretrained_identity.get("tokenizer"), dm.identity().get("tokenizer")
-        if saved is not None and saved != current:
-            fix = self.pretrained_identity.get("tokenizer_source", "the pretraining SentencePiece .model file")
-            raise CheckpointError(f"task.init_from was pretrained with tokenizer {saved} but the data uses {current}; "
-                                  f"set data.tokenizer={fix} (the checkpoint's own tokenizer).")
+        fix = self.pretrained_identity.get("tokenizer_source", "the pretraining SentencePiece .model file")
+        checkpoints.check_data_identity(self.pretrained_identity, dm.identity(), "task.init_from",
+                                        keys=checkpoints.VOCABULARY_KEYS,
+                                        fix=f"set data.tokenizer={fix} (the checkpoint's own tokenizer)")
 
     def predictions_dir(self) -> Path:
         """Where prediction files go: ``task.prediction_dir``, else ``<run dir>/predictions`` (the trainer's root,
@@ -217,22 +220,16 @@ class FinetuneTask(pl.LightningModule):
         out.mkdir(parents=True, exist_ok=True)
         return out
 
-    def configure_optimizers(self):
-        probe = self.optimizer_factory([torch.zeros(1, requires_grad=True)])  # read the configured lr
-        rate = self.layer_decay if self.layer_decay_mode == "lr_groups" else 1.0
-        groups = param_groups(self, probe.defaults["lr"], self.weight_decay, rate,
-                              n_layer=self.backbone.n_layer, **self._depths())
-        optimizer = self.optimizer_factory(groups)
-        if self.scheduler_factory is None:
-            return optimizer
-        return {"optimizer": optimizer, "lr_scheduler": self.scheduler_factory(optimizer)}
+    # -- optimisation (configure_optimizers: genlab.tasks.optim.TaskOptimization) ----------------------------
+    def layer_count(self) -> int:
+        return self.backbone.n_layer
 
-    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None):
-        self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
-        if self.layer_decay_mode == "grad_scale":  # official: scale after clipping
-            scale_layer_gradients(self.backbone, self.layer_decay, self.backbone.n_layer, **self._depths())
-
-    def _depths(self) -> dict[str, Any]:
+    def layer_depths(self) -> dict[str, Any]:
         """The backbone's own layer depths for layer-wise decay (Funnel), else the ``layer.<l>`` rule."""
         depth = getattr(self.backbone, "layer_depth", None)
         return {} if depth is None else {"depth": depth, "n_ids": self.backbone.n_depth_ids}
+
+    def optimizer_groups(self) -> list[dict[str, Any]]:
+        rate = self.layer_decay if self.layer_decay_mode == "lr_groups" else 1.0  # grad_scale: after clipping
+        return layer_decay_groups(self, configured_lr(self.optimizer_factory), self.weight_decay, rate,
+                                  n_layer=self.layer_count(), **self.layer_depths())

@@ -9,8 +9,7 @@ format to ``prediction_dir`` (default: ``<run dir>/predictions``).
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -18,6 +17,7 @@ from torch import nn
 from genlab.errors import ConfigError
 from genlab.metrics.glue_metrics import classification_metrics
 from genlab.models.heads import ClassificationHead
+from genlab.tasks.data_interface import ClassificationData, datamodule_of
 from genlab.tasks.finetune_base import FinetuneTask
 
 
@@ -45,7 +45,7 @@ class SequenceClassificationTask(FinetuneTask):
         return self.head(self.backbone.summary(hidden))
 
     def setup(self, stage: str) -> None:
-        dm = getattr(self.trainer, "datamodule", None)
+        dm: ClassificationData | None = datamodule_of(self)
         if dm is None:
             return
         if getattr(dm, "n_labels", self.n_labels) != self.n_labels:
@@ -95,7 +95,7 @@ class SequenceClassificationTask(FinetuneTask):
         self._predictions = {}
 
     def on_test_epoch_end(self) -> None:
-        dm = getattr(self.trainer, "datamodule", None)
+        dm: ClassificationData | None = datamodule_of(self)
         if not self._predictions or dm is None or not hasattr(dm, "write_predictions"):
             return
         out = self.predictions_dir()

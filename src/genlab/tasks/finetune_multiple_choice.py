@@ -8,8 +8,8 @@ letter and the 4 option probabilities, ``{"<qid>": {"answer": "B", "probs": [pA,
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 from torch import nn
@@ -17,6 +17,7 @@ from torchmetrics import MeanMetric
 
 from genlab.data.finetune.race import LETTERS
 from genlab.models.heads import MultipleChoiceHead
+from genlab.tasks.data_interface import MultipleChoiceData, datamodule_of
 from genlab.tasks.finetune_base import FinetuneTask
 
 SUBSETS = ("all", "middle", "high")
@@ -78,7 +79,8 @@ class MultipleChoiceTask(FinetuneTask):
     def on_test_epoch_end(self) -> None:
         predictions = self._gather(self._predictions)
         if predictions and self.trainer.is_global_zero:  # batches without ids (plain tensors) write nothing
-            split = getattr(getattr(self.trainer, "datamodule", None), "test_split", "test")
+            dm: MultipleChoiceData | None = datamodule_of(self)
+            split = getattr(dm, "test_split", "test")
             self.write_predictions(predictions, split)
 
     def _gather(self, local: dict[str, dict]) -> dict[str, dict]:

@@ -23,12 +23,15 @@ from genlab.data.finetune.squad import postprocess
 from genlab.errors import ConfigError
 from genlab.metrics.squad_eval import evaluate_v1, evaluate_v2
 from genlab.models.heads import SpanHead
+from genlab.tasks.data_interface import SpanData, datamodule_of
 from genlab.tasks.finetune_base import FinetuneTask
 
 RESULT_KEYS = ("start_top_log_probs", "start_top_index", "end_top_log_probs", "end_top_index", "cls_logits")
 
 
 class SpanExtractionTask(FinetuneTask):
+    monitor_needs_full_pass = True  # F1/EM exist only after a whole dev pass (train.py refuses limit_val_batches)
+
     def __init__(self, model: nn.Module, optimizer: Callable[..., torch.optim.Optimizer],
                  scheduler: Callable[..., dict] | None, monitor: str = "valid/best_f1", monitor_mode: str = "max",
                  version: str = "2.0", start_n_top: int = 5, end_n_top: int = 5, n_best: int = 5,
@@ -95,7 +98,7 @@ class SpanExtractionTask(FinetuneTask):
         return out, (preds, null, nbest)
 
     def _finish(self, stage: str) -> None:
-        dm = self.trainer.datamodule
+        dm: SpanData = datamodule_of(self)
         feats = dm.features["dev"]
         if len(self._results) < len(feats.cls_index):  # sanity/limited runs: score only complete passes
             return

@@ -15,8 +15,9 @@ Manual optimisation, exactly one parameter update per training step (so ``traine
 are appended, and G's reward (``adv``: log P_{D,d_true}(a|p,q); ``dual``: D untagged; ``gan``: the domain
 classifier's log P(human)); rows without a G update never step G after MLE. Evaluation always appends ``d_true``
 when the method uses tags and decodes the best span of at most ``max_answer_len`` tokens; EM/F1 follow the official
-SQuAD script (genlab.metrics.squad_eval) on the substring of the original context, logged as fractions
-(``valid/f1`` for early stopping on dev, ``test/f1``/``test/exact`` on the held-out test split).
+SQuAD v1.1 script (genlab.metrics.squad_eval) on the substring of the original context, logged as fractions
+(``valid/f1`` for early stopping on dev, with ``valid/best_f1`` the best so far = the dev F1 of the checkpoint that
+is tested; ``test/f1``/``test/exact`` on the held-out test split).
 ``train/d_loss_gen`` (D's loss on the U_G batch, −J(U_G, d_gen, D)) is logged at every D update (Figure 3.8).
 
 Batches (D ids in D's vocabulary with <pad>=0; G ids in G's vocabulary, ``g_p_ext`` in G's extended vocabulary;
@@ -47,7 +48,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from genlab.errors import CheckpointError, ConfigError
-from genlab.metrics.squad_eval import raw_scores
+from genlab.metrics.squad_eval import evaluate_v1
 from genlab.models.gdan import GDAN, TAG_GEN, TAG_TRUE
 from genlab.models.gdan.generator import Generated
 from genlab.tasks.gdan_objectives import (
@@ -112,6 +113,7 @@ class GDANTask(pl.LightningModule):
         self.mle_closed = not self.uses_generator or self.mle_steps == 0
         self.running_baseline: float | None = None
         self.best_g_nll = math.inf
+        self.best_dev_f1 = -math.inf  # logged as valid/best_f1: the dev F1 of the checkpoint selected for test
         self.best_g_state: dict[str, Tensor] | None = None
         self.generated_cache: dict[int, Tensor] = {}
         self.generated_at_g_step: int | None = None  # G updates done when the last U_G batch was generated
@@ -134,6 +136,9 @@ class GDANTask(pl.LightningModule):
 
     def setup(self, stage: str) -> None:
         dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+        if stage == "fit" and self.spec.unlabeled_source != "none" and getattr(dm, "has_unlabeled", True) is False:
+            raise ConfigError(f"task.method={self.method} trains on unlabelled (paragraph, answer) pairs, but the "
+                              "data module reads none: set data.unlabeled=true (and data.unlabeled_path).")
         vocab_map = getattr(dm, "g_to_d_ids", None)
         if callable(vocab_map) and self.model.generator is not None:
             self.model.set_vocab_map(vocab_map())
@@ -346,11 +351,11 @@ class GDANTask(pl.LightningModule):
         preds = {qid: ctx[a:b] for qid, ctx, a, b in zip(batch["qid"], batch["context"], char_start, char_end)}
         qas = [{"id": qid, "answers": [{"text": t} for t in golds]}
                for qid, golds in zip(batch["qid"], batch["answers"])]
-        exact, f1, _ = raw_scores([{"paragraphs": [{"qas": qas}]}], preds)
+        scores = evaluate_v1([{"paragraphs": [{"qas": qas}]}], preds)  # the official v1.1 script, in percent
         sums = self._eval["sums"]
-        sums[0] += sum(exact.values())
-        sums[1] += sum(f1.values())
-        sums[2] += len(exact)
+        sums[0] += scores["exact"] * scores["total"] / 100.0
+        sums[1] += scores["f1"] * scores["total"] / 100.0
+        sums[2] += scores["total"]
         self._eval["preds"].update(preds)
         if self.uses_generator and "g_q_ids" in batch:
             lab = {key: batch[key] for key in ("g_p_ids", "g_p_ext", "p_mask", "start", "end", "g_q_ids", "g_q_mask")}
@@ -371,6 +376,9 @@ class GDANTask(pl.LightningModule):
         if n == 0:
             return
         logs = {f"{stage}/exact": em / n, f"{stage}/f1": f1 / n}
+        if stage == "valid" and not self.trainer.sanity_checking:
+            self.best_dev_f1 = max(self.best_dev_f1, f1 / n)
+            logs["valid/best_f1"] = self.best_dev_f1
         if g_tokens:
             logs[f"{stage}/g_nll"] = g_nll / g_tokens
             in_mle = not self.mle_closed and self.counts["mle"] > 0
@@ -395,7 +403,7 @@ class GDANTask(pl.LightningModule):
         seqs = [self.generated_cache[r] for r in rows]
         checkpoint["gdan"] = {
             "counts": dict(self.counts), "mle_closed": self.mle_closed, "running_baseline": self.running_baseline,
-            "best_g_nll": self.best_g_nll, "best_g_state": self.best_g_state,
+            "best_g_nll": self.best_g_nll, "best_g_state": self.best_g_state, "best_dev_f1": self.best_dev_f1,
             "generated_at_g_step": self.generated_at_g_step,
             "cache_rows": torch.tensor(rows, dtype=torch.long),
             "cache_tokens": torch.cat(seqs) if seqs else torch.zeros(0, dtype=torch.long),
@@ -409,6 +417,7 @@ class GDANTask(pl.LightningModule):
         self.counts = dict(state["counts"])
         self.mle_closed, self.running_baseline = state["mle_closed"], state["running_baseline"]
         self.best_g_nll, self.best_g_state = state["best_g_nll"], state["best_g_state"]
+        self.best_dev_f1 = state.get("best_dev_f1", -math.inf)
         self.generated_at_g_step = state["generated_at_g_step"]
         seqs = torch.split(state["cache_tokens"], state["cache_lengths"].tolist())
         self.generated_cache = dict(zip(state["cache_rows"].tolist(), seqs))

@@ -14,7 +14,16 @@ Finetuning (:class:`GPTFinetuneTask`), built by ``genlab.data.finetune.gpt_trans
                    one ``<s> z q $ a_k <e>`` per choice). Specials are the model's ``special_ids`` (V, V+1, V+2).
     ``lm_mask``    same shape, 1 on real tokens including the specials, 0 on padding (the release's M).
     ``extract_index``  optional long ``[B]`` / ``[B, K]``: position of ``<e>``; default ``lm_mask.sum(-1) − 1``.
-    ``labels``     long ``[B]`` (class, or the correct choice), or float ``[B]`` scores in [0, 5] (``stsb_head``).
+    ``labels``     long ``[B]`` (class, or the correct choice), or float ``[B]`` scores in [0, 5] (``stsb_head``);
+                   absent on unlabelled splits (GLUE test), whose predictions go to the DataModule's writer.
+    ``level``      optional long ``[B]`` (RACE: 0 middle, 1 high): ``acc_middle`` / ``acc_high`` are logged too.
+    ``qid``        optional list of ids (multiple choice): test predictions are written to
+                   ``<prediction_dir>/<dataset>_test.json``.
+
+Evaluation splits follow the DataModule (``dev_splits`` for validation, ``test_split_names()`` for test, as the
+finetuning suite's): the first logs ``<stage>/<metric>``, MNLI-mismatched ``<stage>/mm/<metric>``. Besides the
+metric's own names every split logs ``<stage>/score``, the paper's metric of the task (accuracy; F1 for MRPC/QQP;
+Pearson for STS-B; Matthews for CoLA), so one report table spans all tasks.
 
 Losses: pretraining = mean next-token CE over real targets (ordinary-token softmax, no special rows); finetuning
 ``L3 = mean(L2) + lm_coef · mean over sequences of (per-sequence mean LM CE)`` where the LM CE runs over targets
@@ -24,6 +33,7 @@ sequence and then over all ``B·K`` sequences (wrong choices included), as the r
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,6 +44,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torchmetrics import MeanMetric
 
+from genlab import checkpoints
 from genlab.errors import CheckpointError, ConfigError
 from genlab.metrics.glue_metrics import classification_metrics
 from genlab.models.gpt import (
@@ -46,10 +57,17 @@ from genlab.models.gpt import (
     transfer_pretrained,
 )
 from genlab.parallel import ParallelizeMixin
+from genlab.tasks.data_interface import (
+    ClassificationData,
+    MultipleChoiceData,
+    datamodule_of,
+)
 from genlab.tasks.gpt_optim import ndim_decay_groups
 
 KINDS = ("classification", "similarity", "multiple_choice")
 STSB_HEADS = (None, "soft6", "mse")
+PAPER_SCORE = {"acc": "acc", "mcc": "mcc", "acc_f1": "f1", "corr": "pearson", "error": "error"}  # seed 003 Tables 2-4
+LEVELS = ("middle", "high")
 
 
 # ------------------------------------------------------------------------------------------------------- losses
@@ -160,11 +178,11 @@ def load_pretrained_state(init_from: str) -> tuple[dict[str, Tensor], dict[str, 
         raise CheckpointError(f"task.init_from={init_from}: no such file or folder; give a genlab GPT pretraining "
                               ".ckpt or an HF OpenAI GPT folder, or null to start from scratch.")
     if path.suffix == ".ckpt":
-        ckpt = torch.load(path, map_location="cpu", weights_only=False)
-        state = {k[len("model."):]: v for k, v in ckpt.get("state_dict", {}).items() if k.startswith("model.")}
+        ckpt = checkpoints.load(path, key="task.init_from")
+        state = checkpoints.submodule_weights(ckpt)
         if not state:
             raise CheckpointError(f"task.init_from={init_from}: the checkpoint holds no model.* weights.")
-        return state, {"tokenizer_source": str(path), **ckpt.get("genlab", {}).get("data_identity", {})}
+        return state, {"tokenizer_source": str(path), **checkpoints.data_identity(ckpt)}
     from genlab.interop import hf_gpt
 
     return hf_gpt.genlab_state_from_hf(hf_gpt.read_state_dict(path), f"task.init_from={path}"), {}
@@ -179,13 +197,16 @@ class GPTFinetuneTask(ParallelizeMixin, pl.LightningModule):
 
     ``init_from``: a genlab GPT pretraining ``.ckpt`` or an HF OpenAI GPT folder; ``n_transfer`` (−1 nothing,
     0 embeddings, k bottom blocks, null all) chooses what is copied; the special rows and the head stay freshly
-    initialised N(0, 0.02). null ``init_from`` = the "w/o pre-training" ablation; ``lm_coef=0`` = "w/o aux LM"."""
+    initialised N(0, 0.02). Ablations of Table 5: ``init_from_pretrained=false`` = "w/o pre-training" (random
+    init, while the data keeps the checkpoint's tokenizer), ``lm_coef=0`` = "w/o aux LM". ``prediction_dir``: where
+    test predictions go (default ``<run dir>/predictions``)."""
 
     def __init__(self, model: GPTLMHeadModel, optimizer: Callable[..., torch.optim.Optimizer],
                  scheduler: Callable[..., dict] | None = None, kind: str = "classification", n_labels: int = 2,
                  metric: str = "acc", lm_coef: float = 0.5, clf_pdrop: float = 0.1, stsb_head: str | None = None,
                  weight_decay: float = 0.01, init_from: str | None = None, n_transfer: int | None = None,
-                 monitor: str = "valid/acc", monitor_mode: str = "max"):
+                 init_from_pretrained: bool = True, monitor: str = "valid/acc", monitor_mode: str = "max",
+                 prediction_dir: str | None = None):
         super().__init__()
         if kind not in KINDS:
             raise ConfigError(f"task.kind={kind!r} is unknown; use one of {KINDS}.")
@@ -203,7 +224,8 @@ class GPTFinetuneTask(ParallelizeMixin, pl.LightningModule):
         self.pretrained_identity: dict[str, Any] = {}
         if init_from:
             state, self.pretrained_identity = load_pretrained_state(init_from)
-            transfer_pretrained(model, state, n_transfer)
+            if init_from_pretrained:
+                transfer_pretrained(model, state, n_transfer)
         d = model.n_embd
         if kind == "multiple_choice":
             self.head: nn.Module = GPTMultipleChoiceHead(d, clf_pdrop, model.init_std)
@@ -211,11 +233,26 @@ class GPTFinetuneTask(ParallelizeMixin, pl.LightningModule):
             n_out = {"soft6": 6, "mse": 1}.get(stsb_head or "", n_labels)
             cls = GPTSimilarityHead if kind == "similarity" else GPTClassificationHead
             self.head = cls(d, n_out, clf_pdrop, model.init_std)
-        self.metric = "corr" if stsb_head else metric
-        self.metrics = nn.ModuleDict({s: classification_metrics(self.metric, n_labels) for s in ("valid", "test")})
+        self.metric, self.n_labels, self.prediction_dir = ("corr" if stsb_head else metric), n_labels, prediction_dir
+        classification_metrics(self.metric, n_labels)  # validate the name now
+        self.metrics = nn.ModuleDict()
+        self.split_names: dict[str, list[str]] = {"valid": ["dev"], "test": ["test"]}
+        self._predictions: dict[str, list] = {}
+
+    def _metrics(self, stage: str, split: str) -> nn.ModuleDict:
+        key = f"{stage}_{split}"
+        if key not in self.metrics:
+            self.metrics[key] = nn.ModuleDict({"main": classification_metrics(self.metric, self.n_labels),
+                                               **{lv: MeanMetric() for lv in LEVELS}}).to(self.device)
+        return self.metrics[key]
 
     def setup(self, stage: str) -> None:
-        dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+        dm: ClassificationData | MultipleChoiceData | None = datamodule_of(self)
+        if dm is not None and hasattr(dm, "dev_splits"):
+            self.split_names = {"valid": list(dm.dev_splits), "test": list(dm.test_split_names())}
+        for st, names in self.split_names.items():
+            for name in names:
+                self._metrics(st, name)
         saved = self.pretrained_identity.get("tokenizer")
         if dm is None or not hasattr(dm, "identity") or saved is None:
             return
@@ -280,21 +317,59 @@ class GPTFinetuneTask(ParallelizeMixin, pl.LightningModule):
             self.log("train/lm_loss", parts["lm_loss"])
         return parts["loss"]
 
-    def _eval(self, stage: str, batch: dict) -> None:
+    def _eval(self, stage: str, batch: dict, dataloader_idx: int) -> None:
+        names = self.split_names[stage]
+        name = names[dataloader_idx] if dataloader_idx < len(names) else f"{stage}{dataloader_idx}"
+        if "labels" not in batch:  # unlabelled split (GLUE test): keep predictions for the submission file
+            logits, _ = self(batch)
+            self._predictions.setdefault(name, []).extend(self.predict_scores(logits).detach().cpu().tolist())
+            return
         parts = self.losses(batch)
-        n = batch["labels"].shape[0]
-        self.log(f"{stage}/loss", parts["clf_loss"], sync_dist=True, batch_size=n)
+        n, prefix = batch["labels"].shape[0], f"{stage}/{'mm/' if name == 'dev_mismatched' else ''}"
+        log = {"add_dataloader_idx": False, "batch_size": n}
+        self.log(f"{prefix}loss", parts["clf_loss"], sync_dist=True, **log)
         if self.lm_coef > 0:
-            self.log(f"{stage}/lm_loss", parts["lm_loss"], sync_dist=True, batch_size=n)
-        metrics = self.metrics[stage]
-        metrics.update(self.predict_scores(parts["logits"]), batch["labels"])
-        self.log_dict({f"{stage}/{k}": m for k, m in metrics.items()})
+            self.log(f"{prefix}lm_loss", parts["lm_loss"], sync_dist=True, **log)
+        metrics = self._metrics(stage, name)
+        scores = self.predict_scores(parts["logits"])
+        metrics["main"].update(scores, batch["labels"])
+        self.log_dict({f"{prefix}{k}": m for k, m in metrics["main"].items()}, **log)
+        self.log(f"{prefix}score", metrics["main"][PAPER_SCORE[self.metric]], **log)
+        if "level" in batch:  # RACE-m / RACE-h
+            correct = (scores == batch["labels"]).float()
+            for lv, level_name in enumerate(LEVELS):
+                sel = batch["level"] == lv
+                if sel.any():
+                    metrics[level_name].update(correct[sel])
+                    self.log(f"{prefix}acc_{level_name}", metrics[level_name], **log)
+        if stage == "test" and "qid" in batch:
+            probs = parts["logits"].float().softmax(-1).tolist()
+            self._predictions.setdefault(name, []).extend(
+                {"id": q, "answer": int(a) + 1, "probs": p} for q, a, p in zip(batch["qid"], scores.tolist(), probs))
 
-    def validation_step(self, batch: dict, batch_idx: int) -> None:
-        self._eval("valid", batch)
+    def validation_step(self, batch: dict, batch_idx: int, dataloader_idx: int = 0) -> None:
+        self._eval("valid", batch, dataloader_idx)
 
-    def test_step(self, batch: dict, batch_idx: int) -> None:
-        self._eval("test", batch)
+    def test_step(self, batch: dict, batch_idx: int, dataloader_idx: int = 0) -> None:
+        self._eval("test", batch, dataloader_idx)
+
+    def on_test_epoch_start(self) -> None:
+        self._predictions = {}
+
+    def on_test_epoch_end(self) -> None:
+        """GLUE submission files through the DataModule's writer; multiple-choice answers (1-based, with the
+        probabilities) as ``<dataset>_<split>.json``. Rank 0 writes what it saw (single-process evaluation)."""
+        if not self._predictions or not self.trainer.is_global_zero:
+            return
+        dm: ClassificationData | MultipleChoiceData | None = datamodule_of(self)
+        out = Path(self.prediction_dir or Path(self.trainer.default_root_dir) / "predictions")
+        out.mkdir(parents=True, exist_ok=True)
+        for name, preds in self._predictions.items():
+            if preds and isinstance(preds[0], dict):
+                dataset = dm.identity().get("dataset", "task") if dm is not None and hasattr(dm, "identity") else "task"
+                (out / f"{dataset}_{name}.json").write_text(json.dumps(preds, indent=1))
+            elif dm is not None and hasattr(dm, "write_predictions"):
+                dm.write_predictions(name, preds, out)
 
     def configure_optimizers(self):
         return _optimizers(self, self)

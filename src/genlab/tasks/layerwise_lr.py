@@ -58,12 +58,13 @@ def _unique_named(model: nn.Module):
 Depth = Callable[[str], "int | None"]
 
 
-def param_groups(
+def layer_decay_groups(
     model: nn.Module, lr: float, weight_decay: float, layer_decay: float = 1.0, n_layer: int | None = None,
     include_embeddings: bool = False, depth: Depth | None = None, n_ids: int | None = None,
 ) -> list[dict[str, Any]]:
-    """Optimiser groups ``{params, lr, weight_decay}`` by (decay?, learning rate) — ``lr_groups`` mode. With
-    ``depth``/``n_ids`` (see the module docstring) the backbone's own depths replace the ``layer.<l>`` rule."""
+    """Optimiser groups ``{params, lr, weight_decay}`` by (decayed under the official name rule?, layer-wise learning
+    rate ``lr_groups`` mode); ``layer_decay=1`` gives the decay split alone. With ``depth``/``n_ids`` (see the module
+    docstring) the backbone's own depths replace the ``layer.<l>`` rule."""
     names = [n for n, _ in _unique_named(model)]
     if n_layer is None:
         layers = [layer_of(n) for n in names]

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from contextlib import contextmanager
-from typing import Any, Callable
+from typing import Any
 
 import pytorch_lightning as pl
 import torch
@@ -19,7 +20,7 @@ from torch.utils._pytree import tree_map
 from torchmetrics import MeanMetric
 
 from genlab.parallel import ParallelizeMixin
-from genlab.tasks.optim import param_groups
+from genlab.tasks.optim import TaskOptimization, weight_decay_groups
 
 log = logging.getLogger("genlab")
 
@@ -28,7 +29,7 @@ def detach(memory: Any) -> Any:
     return tree_map(lambda t: t.detach() if isinstance(t, torch.Tensor) else t, memory)
 
 
-class LanguageModelTask(ParallelizeMixin, pl.LightningModule):
+class LanguageModelTask(TaskOptimization, ParallelizeMixin, pl.LightningModule):
     """Next-token NLL; ``valid_overrides`` / ``test_overrides`` set evaluation-time model attributes
     (``mem_len``, ``clamp_len``, ``same_length`` ...; the papers evaluate with a longer memory than in training)."""
 
@@ -135,12 +136,9 @@ class LanguageModelTask(ParallelizeMixin, pl.LightningModule):
     def on_test_epoch_end(self) -> None:
         self._end_eval("test", self.test_nll)
 
-    # -- optimisation --------------------------------------------------------------------------------------
-    def configure_optimizers(self):
-        optimizer = self.optimizer_factory(param_groups(self.model, self.weight_decay))
-        if self.scheduler_factory is None:
-            return optimizer
-        return {"optimizer": optimizer, "lr_scheduler": self.scheduler_factory(optimizer)}
+    # -- optimisation (configure_optimizers: genlab.tasks.optim.TaskOptimization) ----------------------------
+    def optimizer_groups(self) -> list[dict[str, Any]]:
+        return weight_decay_groups(self.model, self.weight_decay)
 
     # -- checkpoints: the training memory of every chunk on every rank ---------------------------------------
     def on_save_checkpoint(self, checkpoint: dict) -> None:
@@ -200,7 +198,8 @@ class LanguageModelTask(ParallelizeMixin, pl.LightningModule):
                 p.grad = None if g is None else g.to(device=p.device, dtype=p.dtype)
 
     def _accumulate(self) -> int:
-        return int(self.trainer.accumulate_grad_batches) if self.trainer is not None else 1
+        # _trainer: a task loaded outside a Trainer (genlab.runs.Run.load_task) has none, and .trainer raises then
+        return int(self._trainer.accumulate_grad_batches) if self._trainer is not None else 1
 
     def _world(self) -> int:
-        return self.trainer.world_size if self.trainer is not None else 1
+        return self._trainer.world_size if self._trainer is not None else 1

@@ -9,8 +9,9 @@ this class keeps the average: ``ax`` after k post-switch steps is the mean of it
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import torch
 from torch import Tensor

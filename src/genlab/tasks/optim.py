@@ -1,4 +1,8 @@
-"""Optimiser parameter groups and learning-rate schedules shared by the tasks.
+"""Optimiser wiring, parameter groups and learning-rate schedules shared by the tasks.
+
+:class:`TaskOptimization` is the one ``configure_optimizers`` / ``configure_gradient_clipping`` of every task with a
+single optimiser (LM, pretraining, finetuning, AWD-LSTM, PixelCNN++); a task only says which parameter groups it
+optimises. Tasks with several optimisers (the GANs, Planetoid) list them in their own ``configure_optimizers``.
 
 Schedules are plain functions ``(optimizer, **options) -> Lightning lr-scheduler dict`` so configs can name them
 as ``_partial_`` targets. Every schedule is a LambdaLR stepped once per optimiser step, so its state (the step)
@@ -8,17 +12,22 @@ is part of the checkpoint and resumes exactly.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
 from torch import nn
 from torch.optim.lr_scheduler import LambdaLR
 
+from genlab.tasks.layerwise_lr import scale_layer_gradients
+
 NO_DECAY_TYPES = (nn.LayerNorm, nn.Embedding, nn.GroupNorm, nn.BatchNorm1d, nn.BatchNorm2d)
 
 
-def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
-    """Two groups: decayed matrices, and biases / norms / embeddings / 1-d parameters without decay."""
+def weight_decay_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+    """Two groups by kind of parameter: decayed matrices, and biases / norms / embeddings / 1-d parameters without
+    decay (the GPT/Transformer-XL rule; XLNet/BERT's name-based rule with layer-wise rates is
+    ``genlab.tasks.layerwise_lr.layer_decay_groups``)."""
     decay, no_decay, seen = [], [], set()
     for module in model.modules():
         for name, p in module.named_parameters(recurse=False):
@@ -31,6 +40,48 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
                 decay.append(p)
     groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     return [g for g in groups if g["params"]]
+
+
+def configured_lr(optimizer_factory: Callable[..., torch.optim.Optimizer]) -> float:
+    """The learning rate a ``_partial_`` optimiser factory was configured with (its default for every group)."""
+    return optimizer_factory([torch.zeros(1, requires_grad=True)]).defaults["lr"]
+
+
+class TaskOptimization:
+    """``configure_optimizers`` and ``configure_gradient_clipping`` for a LightningModule with one optimiser.
+
+    The task sets ``optimizer_factory`` (a ``_partial_`` optimiser) and ``scheduler_factory`` (a schedule of this
+    module, or None) and implements :meth:`optimizer_groups`. With ``layer_decay_mode = "grad_scale"`` (XLNet's
+    official code) the gradients of layer ``l`` of ``layer_count()`` are scaled by ``layer_decay^(L-1-l)`` after
+    clipping (see ``genlab.tasks.layerwise_lr``)."""
+
+    optimizer_factory: Callable[..., torch.optim.Optimizer]
+    scheduler_factory: Callable[..., dict] | None = None
+    layer_decay: float = 1.0
+    layer_decay_mode: str = "lr_groups"
+
+    def optimizer_groups(self) -> Iterable[Any]:
+        """Parameters or parameter groups handed to the optimiser factory."""
+        raise NotImplementedError
+
+    def layer_count(self) -> int | None:
+        """Depth for layer-wise decay; None infers it from the ``...layer.<l>.`` parameter names."""
+        return None
+
+    def layer_depths(self) -> dict[str, Any]:
+        """``depth``/``n_ids`` of a backbone that numbers its own layers (Funnel); empty for the ``layer.<l>`` rule."""
+        return {}
+
+    def configure_optimizers(self):
+        optimizer = self.optimizer_factory(self.optimizer_groups())
+        if self.scheduler_factory is None:
+            return optimizer
+        return {"optimizer": optimizer, "lr_scheduler": self.scheduler_factory(optimizer)}
+
+    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None):
+        self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
+        if self.layer_decay_mode == "grad_scale":  # official: scale after clipping
+            scale_layer_gradients(self, self.layer_decay, self.layer_count(), **self.layer_depths())
 
 
 def _schedule(optimizer: torch.optim.Optimizer, factor, interval: str = "step") -> dict[str, Any]:

@@ -9,7 +9,8 @@ Minimises bits per dimension on the training images ([-1, 1], discretised to the
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytorch_lightning as pl
 import torch
@@ -18,9 +19,10 @@ from torch import Tensor
 from genlab.errors import ConfigError
 from genlab.models.pixelcnn_pp import PixelCNNPP
 from genlab.tasks.gan_losses import density_threshold
+from genlab.tasks.optim import TaskOptimization
 
 
-class PixelCNNTask(pl.LightningModule):
+class PixelCNNTask(TaskOptimization, pl.LightningModule):
     def __init__(self, model: PixelCNNPP, optimizer: Callable, scheduler: Callable | None = None,
                  monitor: str = "valid/bpd", monitor_mode: str = "min", image_shape: list[int] | None = None,
                  lr_decay: float = 1.0, ld_quantile: float = 10.0) -> None:
@@ -28,14 +30,11 @@ class PixelCNNTask(pl.LightningModule):
         self.save_hyperparameters(ignore=["model"])
         self.monitor = monitor
         self.model = model
-        self.make_optimizer, self.make_scheduler = optimizer, scheduler
+        self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self._eval_logp: list[Tensor] = []
 
-    def configure_optimizers(self) -> Any:
-        opt = self.make_optimizer(self.model.parameters())
-        if self.make_scheduler is None:
-            return opt
-        return {"optimizer": opt, "lr_scheduler": self.make_scheduler(opt)}
+    def optimizer_groups(self) -> Any:  # configure_optimizers: genlab.tasks.optim.TaskOptimization
+        return self.model.parameters()
 
     def _check_shape(self, x: Tensor) -> None:
         want = self.hparams.image_shape

@@ -10,7 +10,7 @@ end of fit and the run stops after ``patience`` evaluations without improvement.
 from __future__ import annotations
 
 import copy
-from typing import Callable
+from collections.abc import Callable
 
 import pytorch_lightning as pl
 import torch

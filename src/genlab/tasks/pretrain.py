@@ -14,31 +14,18 @@ an unfinished accumulation cycle saved mid-cycle are inherited from the LM task 
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from genlab.errors import ConfigError
-from genlab.tasks.layerwise_lr import check_mode, param_groups, scale_layer_gradients
+from genlab.models.heads import SequenceSummary
+from genlab.tasks.layerwise_lr import check_mode, layer_decay_groups
 from genlab.tasks.lm import LanguageModelTask, detach
-
-
-class SequenceSummary(nn.Module):
-    """``tanh(W h_last + b)`` on the final content state of ``<cls>`` (last position), then dropout (spec §5.1)."""
-
-    def __init__(self, d_model: int, n_out: int, dropout: float = 0.1):
-        super().__init__()
-        self.summary = nn.Linear(d_model, d_model)
-        self.dropout = nn.Dropout(dropout)
-        self.logits_proj = nn.Linear(d_model, n_out)
-        for lin in (self.summary, self.logits_proj):
-            nn.init.normal_(lin.weight, std=0.02)
-            nn.init.zeros_(lin.bias)
-
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.logits_proj(self.dropout(torch.tanh(self.summary(hidden[:, -1]))))
+from genlab.tasks.optim import configured_lr
 
 
 class _PretrainTask(LanguageModelTask):
@@ -52,20 +39,10 @@ class _PretrainTask(LanguageModelTask):
         self.layer_decay, self.layer_decay_mode = layer_decay, check_mode(layer_decay_mode)
         self.include_embeddings_in_decay = include_embeddings_in_decay
 
-    def configure_optimizers(self):
-        probe = self.optimizer_factory([torch.zeros(1, requires_grad=True)])  # read the configured lr
-        lr = probe.defaults["lr"]
-        rate = self.layer_decay if self.layer_decay_mode == "lr_groups" else 1.0
-        optimizer = self.optimizer_factory(param_groups(self, lr, self.weight_decay, rate,
-                                                        include_embeddings=self.include_embeddings_in_decay))
-        if self.scheduler_factory is None:
-            return optimizer
-        return {"optimizer": optimizer, "lr_scheduler": self.scheduler_factory(optimizer)}
-
-    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None):
-        self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
-        if self.layer_decay_mode == "grad_scale":  # official: scale after clipping
-            scale_layer_gradients(self.model, self.layer_decay)
+    def optimizer_groups(self) -> list[dict[str, Any]]:
+        rate = self.layer_decay if self.layer_decay_mode == "lr_groups" else 1.0  # grad_scale: after clipping
+        return layer_decay_groups(self, configured_lr(self.optimizer_factory), self.weight_decay, rate,
+                                  include_embeddings=self.include_embeddings_in_decay)
 
     def _log_nsp(self, train: bool, value: torch.Tensor) -> None:
         if self._trainer is not None:  # the objective also runs outside a Trainer (tests, notebooks)
@@ -102,7 +79,7 @@ class _MemoryMixin:
         else:
             memory = self._eval_memory
         backbone = getattr(self.model, "transformer", self.model)
-        if memory is None and self.mem_init == "zeros" and getattr(backbone, "mem_len", 0) > 0:
+        if memory is None and self.mem_init == "zeros" and (getattr(backbone, "mem_len", 0) or 0) > 0:
             memory = backbone.init_memory(ids.shape[0], ids.device)
         return memory
 
@@ -184,11 +161,11 @@ class DAETask(_MemoryMixin, _PretrainTask):
     def _objective(self, batch: dict, train: bool) -> tuple[torch.Tensor, float]:
         ids = batch["input_ids"]
         memory = self._memory(batch, train)
-        out = self.model.transformer(ids, batch["token_type_ids"], None, batch["perm_mask"], None, memory,
-                                     self.reuse_len)
+        out = self.model.hidden_states(ids, batch["token_type_ids"], None, batch["perm_mask"], None, memory,
+                                       self.reuse_len)
         self._keep(batch, train, out.memory)
         sel = batch["labels"] != -100
-        logits = self.model.lm_loss(out.output[sel])  # only the selected positions go through the softmax
+        logits = self.model.lm_logits(out.output[sel])  # only the selected positions go through the softmax
         return F.cross_entropy(logits.float(), batch["labels"][sel]), float(sel.sum())
 
 

@@ -308,7 +308,7 @@ def test_load_lm_corpus_rejects_unknown_names_and_options(tmp_path):
 
 
 def test_load_lm_corpus_missing_path_names_files_and_fix(tmp_path):
-    with pytest.raises(DataError, match=r"(?s)lacks wiki.train.tokens.*data\.path=.*data\.source=mini"):
+    with pytest.raises(DataError, match=r"(?s)lacks 3 of its 3 files \(wiki.train.tokens.*data\.path=.*data\.source=mini"):
         load_lm_corpus("wikitext103", "path", str(tmp_path), cache_dir=tmp_path)
 
 

@@ -85,7 +85,7 @@ def test_cache_is_memmapped_and_reused(tmp_path, tok):
 
 
 def test_missing_and_empty_corpus_errors_name_the_fix(tmp_path):
-    with pytest.raises(DataError, match="data.path=.*data=pretrain_mini"):
+    with pytest.raises(DataError, match="data.path=.*experiment=xlnet_base_mini"):
         corpus_root(None)
     with pytest.raises(DataError, match="not a directory"):
         corpus_root(str(tmp_path / "nope"))
@@ -123,7 +123,7 @@ def test_xlnet_base_without_a_corpus_says_how_to_point_at_one(compose_cfg):
 
     cfg = compose_cfg(["experiment=xlnet_base"])
     dm = instantiate(cfg.data)
-    with pytest.raises(DataError, match=r"data\.path=/your/corpus.*data=pretrain_mini"):
+    with pytest.raises(DataError, match=r"data\.path=/your/corpus.*experiment=xlnet_base_mini"):
         dm.prepare_data()
 
 

@@ -48,12 +48,12 @@ def test_wikitext_and_ptb_tokenisers():
 
 def test_text8_cleaning_rules():
     xml = (
-        "<page><title>R</title><text xml:space=\"preserve\">#REDIRECT [[Elsewhere]]</text></page>\n"
-        "<page><title>A</title>\n<text xml:space=\"preserve\">'''Anarchy''' in 1842 &amp;lt;ref&amp;gt;x&amp;lt;/ref&amp;gt;"
-        " see [[Political philosophy|politics]] [[Category:Isms]]\n"
-        "{{Template}} [http://a.org Site] [[fr:Anarchie]] caf&amp;eacute; [[Image:a.png|thumb|The caption]]</text>\n"
-        "outside text\n</page>"
-    ).encode()
+        b"<page><title>R</title><text xml:space=\"preserve\">#REDIRECT [[Elsewhere]]</text></page>\n"
+        b"<page><title>A</title>\n<text xml:space=\"preserve\">'''Anarchy''' in 1842 &amp;lt;ref&amp;gt;x&amp;lt;/ref&amp;gt;"
+        b" see [[Political philosophy|politics]] [[Category:Isms]]\n"
+        b"{{Template}} [http://a.org Site] [[fr:Anarchie]] caf&amp;eacute; [[Image:a.png|thumb|The caption]]</text>\n"
+        b"outside text\n</page>"
+    )
     assert text8_clean(xml) == (
         " anarchy in one eight four two see politics isms site caf the caption"
     )

@@ -11,7 +11,8 @@ Pair truncation drops the last token of the longer of A/B until everything fits.
 
 Evaluation splits: validation = the task's dev split(s) (MNLI: matched, mismatched); test = the same labelled dev
 splits (GLUE test labels are hidden) plus, when present, the unlabelled test files whose predictions the task
-writes in the GLUE submission format. Document classification uses its test split as dev (official protocol).
+writes in the GLUE submission format. Document classification uses its test split as dev (official protocol). SNLI
+and SciTail (``genlab.data.finetune.nli``) validate on dev and test on their labelled test split.
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from genlab.data.finetune import doc_classification as docs
-from genlab.data.finetune import glue
+from genlab.data.finetune import glue, nli
 from genlab.data.finetune.downloads import doc_spec, glue_spec
 from genlab.data.finetune.glue_minis import GLUE_MINIS
 from genlab.data.finetune.minis import IMDB_MINI, SST2_MINI
+from genlab.data.finetune.resumable import ResumableTrainOrder
 from genlab.data.finetune.zhang_minis import ZHANG_MINIS
 from genlab.data.sources.tiers import DEFAULT_CACHE, DatasetSpec, locate
 from genlab.data.tokenizers.from_checkpoint import (
@@ -45,7 +47,7 @@ CLS_ID, SEP_ID, PAD_ID = 3, 4, 0  # XLNet SentencePiece ids (genlab.data.pretrai
 SEG_A, SEG_B, SEG_CLS, SEG_PAD = 0, 1, 2, 4
 LAYOUTS = ("xlnet", "bert", "funnel")
 # human labels: SST-2, IMDB, Yelp-2, Amazon-2; the others are generated (each module says how)
-MINIS = {"sst2": SST2_MINI, "imdb": IMDB_MINI, **GLUE_MINIS, **ZHANG_MINIS}
+MINIS = {"sst2": SST2_MINI, "imdb": IMDB_MINI, **GLUE_MINIS, **ZHANG_MINIS, **nli.NLI_MINIS}
 
 
 def truncate_pair(a: list[int], b: list[int] | None, budget: int) -> tuple[list[int], list[int] | None]:
@@ -96,22 +98,28 @@ class EncodedSplit(Dataset):
         return item
 
 
-class ClassificationDataModule(pl.LightningDataModule):
-    """``task``: a GLUE task (cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli) or a document-classification
-    dataset (imdb, yelp2, yelp5, dbpedia, ag_news, amazon2, amazon5). ``tokenizer``: the SentencePiece model of
-    the pretrained checkpoint (required to finetune a pretrained model); null trains one on the training text."""
+class ClassificationDataModule(ResumableTrainOrder, pl.LightningDataModule):
+    """``task``: a GLUE task (cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli), an NLI dataset (snli, scitail) or
+    a document-classification dataset (imdb, yelp2, yelp5, dbpedia, ag_news, amazon2, amazon5). ``tokenizer``: the
+    SentencePiece model of the pretrained checkpoint (required to finetune a pretrained model); null trains one on
+    the training text. Subclasses with other input layouts (GPT) name theirs in ``layouts``."""
+
+    layouts: tuple[str, ...] = LAYOUTS
 
     def __init__(self, task: str, source: str = "path", path: str | None = None, cache_dir: str | None = None,
                  tokenizer: str | None = None, vocab_size: int = 8000, lower: bool = False, layout: str = "xlnet",
                  max_seq_len: int = 128, batch_size: int = 32, eval_batch_size: int = 64, num_workers: int = 0,
                  max_train_examples: int | None = None) -> None:
         super().__init__()
-        if layout not in LAYOUTS:
-            raise DataError(f"data.layout={layout!r} must be one of {LAYOUTS}.")
+        if layout not in self.layouts:
+            raise DataError(f"data.layout={layout!r} must be one of {self.layouts}.")
         self.is_glue = task.lower().replace("-", "") in glue.TASKS
+        self.nli = nli.DATASETS.get(task.lower())
         if self.is_glue:
             self.glue_task = glue.get_task(task)
             self.labels: tuple[str, ...] = self.glue_task.labels
+        elif self.nli is not None:
+            self.labels = self.nli.labels
         else:
             self.doc = docs.get_dataset(task)
             self.labels = docs.labels_of(self.doc)
@@ -147,6 +155,8 @@ class ClassificationDataModule(pl.LightningDataModule):
                 raise DataError(f"data.task={self.task} has no offline mini (minis: {sorted(MINIS)}); "
                                 "use data.source=path data.path=/your/copy.")
             return MINIS[key]
+        if self.nli is not None:
+            return self.nli.spec()
         return glue_spec(self.glue_task.name) if self.is_glue else doc_spec(self.doc.name)
 
     def _examples(self) -> dict[str, tuple[list[glue.Example], bool]]:
@@ -160,6 +170,8 @@ class ClassificationDataModule(pl.LightningDataModule):
                 if (root / s.file).is_file():
                     out[name] = (glue.read_split(t, root, s), False)
             return out
+        if self.nli is not None:
+            return {s: (self.nli.read_split(root, s), True) for s in nli.SPLITS}
         return {"train": (docs.read_docs(self.doc, root, "train"), True),
                 "test": (docs.read_docs(self.doc, root, "test"), True)}
 
@@ -206,6 +218,8 @@ class ClassificationDataModule(pl.LightningDataModule):
 
     @property
     def dev_splits(self) -> list[str]:
+        if self.nli is not None:
+            return ["dev"]
         return list(self.glue_task.dev) if self.is_glue else ["test"]
 
     @property
@@ -217,16 +231,19 @@ class ClassificationDataModule(pl.LightningDataModule):
                           drop_last=False, persistent_workers=self.num_workers > 0)
 
     def train_dataloader(self) -> DataLoader:
-        return self._loader(self.splits["train"], True, self.batch_size)
+        return self.resumable_loader(self.splits["train"], self.batch_size, num_workers=self.num_workers,
+                                     persistent_workers=self.num_workers > 0)
 
     def val_dataloader(self) -> list[DataLoader]:
         return [self._loader(self.splits[n], False, self.eval_batch_size) for n in self.dev_splits]
 
     def test_dataloader(self) -> list[DataLoader]:
-        names = self.dev_splits + self.predict_splits
-        return [self._loader(self.splits[n], False, self.eval_batch_size) for n in names]
+        return [self._loader(self.splits[n], False, self.eval_batch_size) for n in self.test_split_names()]
 
     def test_split_names(self) -> list[str]:
+        """Labelled splits scored in ``test`` (each logs ``test/...``), then unlabelled ones to predict."""
+        if self.nli is not None:
+            return ["test"]  # SNLI / SciTail test labels are public: the reported split
         return self.dev_splits + self.predict_splits
 
     def write_predictions(self, split: str, predictions: list, out_dir: Path) -> Path:

@@ -31,6 +31,7 @@ from torch.utils.data import DataLoader, Dataset
 from genlab.data.finetune.datamodule import encode_pair
 from genlab.data.finetune.downloads import race_spec
 from genlab.data.finetune.race_mini import RACE_MINI
+from genlab.data.finetune.resumable import ResumableTrainOrder
 from genlab.data.sources.tiers import DEFAULT_CACHE, DatasetSpec, locate
 from genlab.data.tokenizers.from_checkpoint import load_tokenizer, special_ids
 from genlab.data.tokenizers.xlnet_pieces import PieceTokenizer, train_tokenizer
@@ -128,7 +129,7 @@ class _RaceDataset(Dataset):
                 "level": int(self.levels[i]), "qid": self.qids[i]}
 
 
-class RaceDataModule(pl.LightningDataModule):
+class RaceDataModule(ResumableTrainOrder, pl.LightningDataModule):
     """RACE from ``data.path``, the download tier (RACE.tar.gz, sha256 checked) or the generated cloze mini;
     validation = dev, test = test (both middle + high)."""
 
@@ -166,33 +167,39 @@ class RaceDataModule(pl.LightningDataModule):
             return
         root = locate(self._spec(), self.source, self.path, self.cache_dir)
         splits = {s: read_race(root, s) for s in ("train", "dev", "test")}
-        if self.tokenizer_file is not None:
-            # the checkpoint's: SentencePiece .model, BERT vocab.txt / tokenizer.json, or its folder
-            self.tokenizer = load_tokenizer(self.tokenizer_file, self.lower)
-        else:
-            cache = Path(self.cache_dir).expanduser() if self.cache_dir else DEFAULT_CACHE
-            model = cache / "finetune" / f"spm_race_{stable_hash(str(root.resolve()), self.vocab_size)}.model"
-            if not model.is_file():
-                text = model.with_suffix(".txt")
-                lines = [*dict.fromkeys(q.article for q in splits["train"]),
-                         *(qa_text(q.question, o) for q in splits["train"] for o in q.options)]
-                with atomic_write(text, "w") as f:
-                    f.writelines(" ".join(t.split()) + "\n" for t in lines)
-                train_tokenizer([text], model.with_suffix(""), self.vocab_size)
-            self.tokenizer = PieceTokenizer(model, self.lower)
+        self.tokenizer = self._make_tokenizer(root, splits["train"])
         for name, qs in splits.items():
             check_unique_ids(qs, name)
-            enc = [encode_question(q, self.tokenizer, self.max_seq_len, self.max_qa_length, self.layout) for q in qs]
-            self.data[name] = _RaceDataset(np.stack([e[0] for e in enc]), np.stack([e[1] for e in enc]),
-                                           np.stack([e[2] for e in enc]), np.array([q.label for q in qs]),
-                                           np.array([q.level for q in qs]), [q.qid for q in qs])
+            self.data[name] = self._dataset(qs)
+
+    def _make_tokenizer(self, root: Path, train: list[RaceQuestion]):
+        if self.tokenizer_file is not None:
+            # the checkpoint's: SentencePiece .model, BERT vocab.txt / tokenizer.json, or its folder
+            return load_tokenizer(self.tokenizer_file, self.lower)
+        cache = Path(self.cache_dir).expanduser() if self.cache_dir else DEFAULT_CACHE
+        model = cache / "finetune" / f"spm_race_{stable_hash(str(root.resolve()), self.vocab_size)}.model"
+        if not model.is_file():
+            text = model.with_suffix(".txt")
+            lines = [*dict.fromkeys(q.article for q in train),
+                     *(qa_text(q.question, o) for q in train for o in q.options)]
+            with atomic_write(text, "w") as f:
+                f.writelines(" ".join(t.split()) + "\n" for t in lines)
+            train_tokenizer([text], model.with_suffix(""), self.vocab_size)
+        return PieceTokenizer(model, self.lower)
+
+    def _dataset(self, qs: list[RaceQuestion]) -> Dataset:
+        enc = [encode_question(q, self.tokenizer, self.max_seq_len, self.max_qa_length, self.layout) for q in qs]
+        return _RaceDataset(np.stack([e[0] for e in enc]), np.stack([e[1] for e in enc]),
+                            np.stack([e[2] for e in enc]), np.array([q.label for q in qs]),
+                            np.array([q.level for q in qs]), [q.qid for q in qs])
 
     def _loader(self, name: str, shuffle: bool, bs: int) -> DataLoader:
         return DataLoader(self.data[name], batch_size=bs, shuffle=shuffle, num_workers=self.num_workers,
                           persistent_workers=self.num_workers > 0)
 
     def train_dataloader(self) -> DataLoader:
-        return self._loader("train", True, self.batch_size)
+        return self.resumable_loader(self.data["train"], self.batch_size, num_workers=self.num_workers,
+                                     persistent_workers=self.num_workers > 0)
 
     def val_dataloader(self) -> DataLoader:
         return self._loader("dev", False, self.eval_batch_size)

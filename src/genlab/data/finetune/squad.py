@@ -38,6 +38,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from genlab.data.finetune.downloads import squad_spec
 from genlab.data.finetune.minis import SQUAD1_MINI, SQUAD2_MINI
+from genlab.data.finetune.resumable import ResumableTrainOrder
 from genlab.data.finetune.squad_align import (
     UNK_CHAR,
     Paragraph,
@@ -304,7 +305,7 @@ class _FeatureDataset(Dataset):
                 "feature_index": i}
 
 
-class SquadDataModule(pl.LightningDataModule):
+class SquadDataModule(ResumableTrainOrder, pl.LightningDataModule):
     """SQuAD ``version`` 1.1 or 2.0 from ``data.path`` (official file names), the download tier or the offline
     cloze minis. Validation and test both run on the dev file (the test set is hidden); the task post-processes
     the windows with :func:`postprocess` and scores with genlab.metrics.squad_eval.
@@ -399,6 +400,11 @@ class SquadDataModule(pl.LightningDataModule):
             if self.bad_answers:
                 log.warning("%d SQuAD training answers were unusable (see the warnings above) and were skipped",
                             self.bad_answers)
+            if len(_FeatureDataset(self.features["train"])) == 0:
+                raise DataError(f"the SQuAD training data (data.path={self.path}) has no usable answers "
+                                f"({len(self._train_examples)} questions, {self.bad_answers} answers that do not "
+                                "match their context); check that answer_start points at the answer text in the "
+                                "context, or pass the right file as data.path.")
         return self.features["train"]
 
     def _loader(self, split: str, shuffle: bool, bs: int) -> DataLoader:
@@ -407,7 +413,8 @@ class SquadDataModule(pl.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         self.train_features()
-        return self._loader("train", True, self.batch_size)
+        return self.resumable_loader(_FeatureDataset(self.features["train"]), self.batch_size,
+                                     num_workers=self.num_workers, persistent_workers=self.num_workers > 0)
 
     def val_dataloader(self) -> DataLoader:
         return self._loader("dev", False, self.eval_batch_size)

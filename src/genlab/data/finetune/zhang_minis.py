@@ -24,8 +24,8 @@ the real column sets (Yelp ``class,text``; Amazon ``class,title,text``; DBpedia 
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 

@@ -34,7 +34,7 @@ class ContextBatch:
         return len(self.i)
 
     @staticmethod
-    def cat(parts: list["ContextBatch"]) -> "ContextBatch":
+    def cat(parts: list[ContextBatch]) -> ContextBatch:
         return ContextBatch(*(np.concatenate([getattr(p, f) for p in parts]) for f in ("i", "c", "gamma", "graph")))
 
 
@@ -61,7 +61,7 @@ class Adjacency:
         weights: np.ndarray | None = None,
         dedup: bool = False,
         drop_nodes: np.ndarray | None = None,
-    ) -> "Adjacency":
+    ) -> Adjacency:
         """Optionally remove duplicate entries (summing weights) and every edge touching ``drop_nodes``."""
         n = len(indptr) - 1
         rows = np.repeat(np.arange(n), np.diff(indptr))

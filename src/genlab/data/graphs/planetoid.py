@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytorch_lightning as pl
@@ -134,23 +135,32 @@ def dataset_spec(name: str) -> DatasetSpec:
 class PlanetoidSteps(IterableDataset):
     """Yields the warm-up batch, then ``steps`` schedule steps (spec §4.1) as lists of sub-batches."""
 
-    def __init__(self, dm: "PlanetoidDataModule"):
+    def __init__(self, dm: PlanetoidDataModule):
         self.dm = dm
 
     def __len__(self) -> int:
         return self.dm.steps + int(self.dm.has_warmup)
 
     def __iter__(self):
+        # A resumed run draws the batches it already trained on again (the samplers' state is their history) and
+        # skips them, so neither the warm-up nor any schedule step is trained twice.
         dm = self.dm
         dm.reset_samplers()
+        skip, dm.resume_skip = dm.resume_skip, 0
         if dm.has_warmup:
             subs = [dm.label_sub() for _ in range(dm.warmup_label_iters)]
             subs += [dm.graph_sub() for _ in range(dm.warmup_graph_iters)]
-            yield dm.bundle([s for s in subs if s is not None], warmup=True)
+            if skip:
+                skip -= 1
+            else:
+                yield dm.bundle([s for s in subs if s is not None], warmup=True)
         for _ in range(dm.steps):
             subs = [dm.graph_sub() for _ in range(frac_count(dm.iter_graph, dm.rng))]
             subs += [dm.sup_sub() for _ in range(frac_count(dm.iter_inst, dm.rng))]
             subs += [dm.label_sub() for _ in range(frac_count(dm.iter_label, dm.rng))]
+            if skip:
+                skip -= 1
+                continue
             yield dm.bundle([s for s in subs if s is not None], warmup=False)
 
 
@@ -288,6 +298,21 @@ class PlanetoidDataModule(pl.LightningDataModule):
 
     def bundle(self, subs: list[dict], warmup: bool) -> dict:
         return {"x": self.x, "y": self.y, "subs": subs, "warmup": warmup}
+
+    # ---- resumable position: batches consumed by training (counted after Lightning's prefetch)
+    resume_skip = 0
+    consumed = 0
+
+    def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        if self.trainer is not None and self.trainer.training:
+            self.consumed += 1
+        return batch
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"consumed": self.consumed}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.consumed = self.resume_skip = int(state.get("consumed", 0))
 
     # ---- loaders
     def train_dataloader(self) -> DataLoader:

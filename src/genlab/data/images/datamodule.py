@@ -2,15 +2,16 @@
 unlabelled stream for the generator step (bad-GAN spec §3.1, §4.1).
 
 Each stream is infinite and reshuffles at every pass, emitting the last partial batch, as in the reference
-code; training length is set by ``trainer.max_steps``. The test split is the monitoring split (the spec uses
-no validation set). A training batch is a dict: ``x_lab`` [B_l, ...], ``y_lab`` [B_l], ``x_unl`` [B_u, ...]
+code; training length is set by ``trainer.max_steps``. ``n_valid > 0`` holds that many training images out of
+both pools as the validation split, so model selection never reads the test images; ``n_valid=0`` is the
+reference code's protocol (no validation set: validation is the test split, and nothing should be selected on it). A training batch is a dict: ``x_lab`` [B_l, ...], ``y_lab`` [B_l], ``x_unl`` [B_u, ...]
 and, when ``g_step_unlabeled='separate'``, ``x_unl2`` [B_u, ...]. Eval batches are ``x`` / ``y``.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import pytorch_lightning as pl
@@ -87,7 +88,8 @@ class SSLImageDataModule(pl.LightningDataModule):
     def __init__(self, dataset: str = "mnist5k", source: str = "mini", path: str | None = None,
                  cache_dir: str | None = None, n_labeled: int = 100, seed: int = 0, batch_size: int = 100,
                  labeled_batch_size: int = 100, eval_batch_size: int = 200, unlabeled_pool: str = "exclude_labeled",
-                 g_step_unlabeled: str = "separate", scale: str = "unit", flatten: bool = True) -> None:
+                 g_step_unlabeled: str = "separate", scale: str = "unit", flatten: bool = True,
+                 n_valid: int = 0) -> None:
         super().__init__()
         if dataset not in DATASETS:
             raise ConfigError(f"data.dataset={dataset!r} is unknown; choose one of {sorted(DATASETS)}.")
@@ -97,6 +99,8 @@ class SSLImageDataModule(pl.LightningDataModule):
             raise ConfigError(f"data.g_step_unlabeled={g_step_unlabeled!r}: use 'separate' (MNIST) or 'same'.")
         if scale not in ("unit", "symmetric"):
             raise ConfigError(f"data.scale={scale!r}: use 'unit' ([0,1]) or 'symmetric' ([-1,1]).")
+        if n_valid < 0:
+            raise ConfigError(f"data.n_valid={n_valid} must be >= 0 (0 = validate on the test split, as the paper).")
         self.save_hyperparameters()
         self.labeled_indices: np.ndarray | None = None
         self.next_position = 0  # training batches consumed so far; saved in checkpoints (resume continues here)
@@ -118,19 +122,31 @@ class SSLImageDataModule(pl.LightningDataModule):
         root = locate(spec, self.hparams.source, self.hparams.path, self.hparams.cache_dir)
         x_train, y_train = reader(root, "train")
         x_test, y_test = reader(root, "test")
-        idx = (balanced_labeled_subset(y_train, self.hparams.n_labeled, self.hparams.seed)
+        x_all = self._to_float(x_train)
+        valid = self._valid_indices(len(y_train))
+        pool = np.setdiff1d(np.arange(len(y_train)), valid)  # labelled and unlabelled images come from the rest
+        idx = (pool[balanced_labeled_subset(y_train[pool], self.hparams.n_labeled, self.hparams.seed)]
                if self.hparams.n_labeled else np.zeros(0, dtype=np.int64))
         self.labeled_indices = idx
         self.labeled_digest = subset_digest(idx)
-        x_all = self._to_float(x_train)
         self.x_lab, self.y_lab = x_all[idx], torch.from_numpy(y_train[idx])
+        keep = np.zeros(len(y_train), dtype=bool)
+        keep[pool] = True
         if self.hparams.unlabeled_pool == "exclude_labeled":
-            keep = np.ones(len(y_train), dtype=bool)
             keep[idx] = False
-            self.x_unl = x_all[torch.from_numpy(keep)]
-        else:
-            self.x_unl = x_all
+        self.x_unl = x_all[torch.from_numpy(keep)]
         self.x_test, self.y_test = self._to_float(x_test), torch.from_numpy(y_test)
+        self.valid_indices = valid
+        self.x_valid, self.y_valid = ((x_all[valid], torch.from_numpy(y_train[valid])) if len(valid)
+                                      else (self.x_test, self.y_test))
+
+    def _valid_indices(self, n_train: int) -> np.ndarray:
+        """``n_valid`` training images drawn once from a generator of their own (seed 0, not the run's seed), so
+        every seed and labelling of a sweep validates on the same images."""
+        n = self.hparams.n_valid
+        if n >= n_train:
+            raise ConfigError(f"data.n_valid={n} leaves no training image ({self.hparams.dataset} has {n_train}).")
+        return np.sort(np.random.default_rng(0).permutation(n_train)[:n]) if n else np.zeros(0, dtype=np.int64)
 
     @property
     def iters_per_epoch(self) -> int:
@@ -161,21 +177,22 @@ class SSLImageDataModule(pl.LightningDataModule):
                 self.next_position = position + 1
         return batch
 
-    def _eval_loader(self) -> DataLoader:
-        return DataLoader(TensorDataset(self.x_test, self.y_test), batch_size=self.hparams.eval_batch_size,
+    def _eval_loader(self, x: Tensor, y: Tensor) -> DataLoader:
+        return DataLoader(TensorDataset(x, y), batch_size=self.hparams.eval_batch_size,
                           collate_fn=lambda items: {"x": torch.stack([a for a, _ in items]),
                                                     "y": torch.stack([b for _, b in items])})
 
     def val_dataloader(self) -> DataLoader:
-        return self._eval_loader()
+        return self._eval_loader(self.x_valid, self.y_valid)
 
     def test_dataloader(self) -> DataLoader:
-        return self._eval_loader()
+        return self._eval_loader(self.x_test, self.y_test)
 
     def identity(self) -> dict:
         """Recorded in checkpoints; resuming with another dataset or labelled subset is refused."""
-        return {"dataset": self.hparams.dataset, "n_labeled": self.hparams.n_labeled,
-                "labeled_digest": getattr(self, "labeled_digest", None)}
+        identity = {"dataset": self.hparams.dataset, "n_labeled": self.hparams.n_labeled,
+                    "labeled_digest": getattr(self, "labeled_digest", None)}
+        return {**identity, "n_valid": self.hparams.n_valid} if self.hparams.n_valid else identity
 
     def state_dict(self) -> dict:
         """The labelled subset and the stream position are recorded in every checkpoint."""

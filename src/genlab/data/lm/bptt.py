@@ -9,7 +9,8 @@ exactly the same windows. Validation and test use fixed-length windows (``eval_b
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytorch_lightning as pl

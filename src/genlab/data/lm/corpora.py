@@ -10,9 +10,10 @@ record for the same URLs; text8, PTB char and the LM1B vocabulary file have no p
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 

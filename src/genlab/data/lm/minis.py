@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 import zipfile
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 import zipfile
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 

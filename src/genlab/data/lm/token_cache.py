@@ -13,8 +13,8 @@ import os
 import shutil
 import struct
 import tempfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -80,7 +80,7 @@ NPY_HEADER_BYTES = 128
 def _npy_header(n: int) -> bytes:
     """A version-1.0 .npy header for a 1-D little-endian int32 array of length ``n``, padded to a fixed size so
     the data can be streamed first and the length filled in afterwards."""
-    fields = "{'descr': '<i4', 'fortran_order': False, 'shape': (%d,), }" % n
+    fields = f"{{'descr': '<i4', 'fortran_order': False, 'shape': ({n},), }}"
     header = fields.ljust(NPY_HEADER_BYTES - 10 - 1) + "\n"
     return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode("latin1")
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
-from typing import Iterable, Literal, Sequence
+from typing import Literal
 
 import numpy as np
 
@@ -102,7 +103,7 @@ class Vocab:
             json.dump(payload, f, ensure_ascii=False)
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "Vocab":
+    def load(cls, path: str | os.PathLike) -> Vocab:
         try:
             with open(path, encoding="utf-8") as f:
                 payload = json.load(f)
@@ -123,7 +124,7 @@ class Vocab:
         min_freq: int = 0,
         max_size: int | None = None,
         unk: str | None = None,
-    ) -> "Vocab":
+    ) -> Vocab:
         """Specials, then the counted symbols (``counter`` must have been filled in corpus order)."""
         if order not in ORDERS:
             raise DataError(f"vocab order {order!r} is not one of {ORDERS}.")

@@ -35,11 +35,17 @@ FORMAT_HELP = (
 
 
 # ------------------------------------------------------------------------------------------------ corpus files
+# A preset's _mini twin shrinks model, batch and corpus together; `data=pretrain_mini` alone keeps the full preset's
+# model and batch (8192 sequences for xlnet_base), which no laptop holds.
+OFFLINE_HINT = ("or try the preset's offline twin, experiment=<preset>_mini, e.g. "
+                "python train.py experiment=xlnet_base_mini.")
+
+
 def find_shards(root: Path, pattern: str, what: str) -> list[Path]:
     files = sorted(Path(p) for p in globlib.glob(str(root / pattern), recursive=True) if Path(p).is_file())
     if not files:
         raise DataError(f"{what}: no file under {root} matches '{pattern}'. {FORMAT_HELP} "
-                        "Fix data.path= / the glob, or try the offline stand-in with data=pretrain_mini.")
+                        f"Fix data.path= / the glob, {OFFLINE_HINT}")
     if all(f.stat().st_size == 0 for f in files):
         raise DataError(f"{what}: every file matching {root / pattern} is empty. {FORMAT_HELP}")
     return files
@@ -51,13 +57,12 @@ def corpus_root(path: str | None, experiment_hint: str = "") -> Path:
         raise DataError(
             f"data.path is not set: this preset {experiment_hint}pretrains on your own corpus. {FORMAT_HELP} "
             "Point at it with data.path=/your/corpus (shards in train/ and valid/ by default; change with "
-            "data.train_glob= and data.valid_glob=), "
-            "or try the offline stand-in with data=pretrain_mini."
+            f"data.train_glob= and data.valid_glob=), {OFFLINE_HINT}"
         )
     root = Path(path).expanduser()
     if not root.is_dir():
         raise DataError(f"data.path={path} is not a directory. {FORMAT_HELP} "
-                        "Fix data.path=, or try the offline stand-in with data=pretrain_mini.")
+                        f"Fix data.path=, {OFFLINE_HINT}")
     return root
 
 
@@ -98,7 +103,8 @@ def _encode_shard(path: Path, tok: PieceTokenizer, use_eod: bool) -> tuple[np.nd
 
 def tokenize_split(files: list[Path], tok: PieceTokenizer, cache: Path, use_eod: bool = True,
                    shard_seed: int = 0) -> TokenStream:
-    """Encode ``files`` (shard order shuffled with ``shard_seed``) once; later calls open the cached memmaps."""
+    """Encode ``files`` (shard order shuffled with ``shard_seed``) once; later calls open the cached memmaps.
+    ``tok`` is any tokenizer with ``encode``, ``identity`` and ``lower`` (XLNet pieces, GPT's BPE)."""
     order = [files[i] for i in np.random.default_rng(shard_seed).permutation(len(files))]
     key = stable_hash([(str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in order], tok.identity, tok.lower,
                       use_eod, "v1")
@@ -134,6 +140,23 @@ class PretrainCorpus:
         return {"corpus": self.name, "tokenizer": self.tokenizer.identity, "vocab_size": self.tokenizer.vocab_size}
 
 
+def corpus_files(corpus: str, path: str | None, cache: Path, train_glob: str, valid_glob: str | None
+                 ) -> tuple[Path, list[Path], list[Path]]:
+    """(root, training shards, held-out shards) of ``corpus``: a mini of ``MINI_CORPORA`` (built offline into
+    ``cache``) or ``text`` (the user's folder ``path``, shards chosen by the globs)."""
+    if corpus in MINI_CORPORA:
+        root = locate(MINI_CORPORA[corpus], "mini", None, cache)
+        train_glob, valid_glob = "train/*.txt", "valid/*.txt"
+    elif corpus == "text":
+        root = corpus_root(path)
+    else:
+        raise DataError(f"data.corpus={corpus!r} is unknown; use 'text' (with data.path=) or one of "
+                        f"{sorted(MINI_CORPORA)}.")
+    train_files = find_shards(root, train_glob, f"corpus {root} (data.train_glob)")
+    valid_files = find_shards(root, valid_glob, f"corpus {root} (data.valid_glob)") if valid_glob else []
+    return root, [f for f in train_files if f not in set(valid_files)], valid_files
+
+
 def load_pretrain_corpus(
     corpus: str = "text",
     path: str | None = None,
@@ -149,17 +172,7 @@ def load_pretrain_corpus(
     """``corpus=`` one of ``MINI_CORPORA`` (offline) or ``text`` (``path`` = your shards).
     ``tokenizer=None`` trains a SentencePiece model of ``vocab_size`` pieces on the training shards and caches it."""
     cache = Path(cache_dir).expanduser() if cache_dir else DEFAULT_CACHE
-    if corpus in MINI_CORPORA:
-        root = locate(MINI_CORPORA[corpus], "mini", None, cache)
-        train_glob, valid_glob = "train/*.txt", "valid/*.txt"
-    elif corpus == "text":
-        root = corpus_root(path)
-    else:
-        raise DataError(f"data.corpus={corpus!r} is unknown; use 'text' (with data.path=) or one of "
-                        f"{sorted(MINI_CORPORA)}.")
-    train_files = find_shards(root, train_glob, f"corpus {root} (data.train_glob)")
-    valid_files = find_shards(root, valid_glob, f"corpus {root} (data.valid_glob)") if valid_glob else []
-    train_files = [f for f in train_files if f not in set(valid_files)]
+    root, train_files, valid_files = corpus_files(corpus, path, cache, train_glob, valid_glob)
     work = cache / "pretrain" / stable_hash(str(root.resolve()))
     if tokenizer is None:
         key = stable_hash([(str(f), f.stat().st_size) for f in train_files], vocab_size, lower)

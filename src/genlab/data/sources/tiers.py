@@ -14,9 +14,10 @@ import os
 import shutil
 import tempfile
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Literal
 
 from genlab.errors import DataError
 from genlab.utils import sha256_file, stable_hash

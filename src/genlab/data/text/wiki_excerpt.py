@@ -11,10 +11,10 @@ import bz2
 import html
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterator
 
 from genlab.data.sources.tiers import package_file
 

@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 from typing import Protocol
 
+from genlab import checkpoints
 from genlab.data.tokenizers.wordpiece import WordPieceTokenizer
 from genlab.data.tokenizers.xlnet_pieces import PieceTokenizer
 from genlab.errors import DataError
@@ -62,9 +63,7 @@ def _lower_from_config(file: Path, default: bool) -> bool:
 
 def recorded_tokenizer(ckpt: Path) -> tuple[str, bool]:
     """(``data.tokenizer``, ``data.lower``) of the run that wrote a genlab ``.ckpt`` (recorded in its config)."""
-    import torch
-
-    data = torch.load(ckpt, map_location="cpu", weights_only=False).get("genlab", {}).get("config", {}).get("data", {})
+    data = checkpoints.record(checkpoints.load(ckpt, key="data.tokenizer", mmap=True)).get("config", {}).get("data", {})
     if data.get("tokenizer"):
         return str(data["tokenizer"]), bool(data.get("lower", False))
     for run_dir in (ckpt.parent.parent, ckpt.parent):  # <run>/checkpoints/x.ckpt, or a .ckpt moved next to it

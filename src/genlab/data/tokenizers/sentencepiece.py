@@ -11,8 +11,8 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from genlab.errors import DataError
 from genlab.utils import atomic_write
@@ -54,7 +54,7 @@ class SentencePieceTokenizer:
         character_coverage: float = 1.0,
         seed: int = 0,
         **options,
-    ) -> "SentencePieceTokenizer":
+    ) -> SentencePieceTokenizer:
         """Train on ``files`` and write ``model_file`` (and ``.vocab`` beside it) atomically.
 
         ``options`` go to the SentencePiece trainer unchanged (e.g. ``input_sentence_size``, ``split_digits``).

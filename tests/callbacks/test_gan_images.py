@@ -6,10 +6,11 @@ from functools import partial
 import pytorch_lightning as pl
 import torch
 
+from genlab.callbacks.gan_images import logp_histogram
 from genlab.data.images.datamodule import SSLImageDataModule
 from genlab.models.bad_gan import BadGAN, MLPDiscriminator, MLPGenerator
 from genlab.models.pixelcnn_pp import PixelCNNPP
-from genlab.tasks.bad_gan import BadGANTask, logp_histogram
+from genlab.tasks.bad_gan import BadGANTask
 
 
 class ImageSink(pl.loggers.CSVLogger):
@@ -52,3 +53,14 @@ def test_density_run_logs_sample_grid_and_logp_histogram(tmp_path):
     assert grid_shape == (1, 2 * 9 + 1, 10 * 9 + 1)  # 20 samples of 8x8 in rows of 10, 1-pixel borders
     pngs = sorted(p.name for p in (tmp_path / "run" / "images").iterdir())
     assert pngs == ["ld_logp_hist_step0000003.png", "samples_step0000003.png"]
+
+
+def test_pngs_go_to_the_run_dir_only(tmp_path, monkeypatch):
+    from genlab.callbacks.gan_images import log_images
+
+    img = {"samples": torch.rand(1, 5, 5)}
+    monkeypatch.chdir(tmp_path)
+    log_images(pl.Trainer(logger=False, enable_progress_bar=False), img, step=1)  # no run dir: nothing in cwd
+    assert not (tmp_path / "images").exists()
+    log_images(pl.Trainer(logger=False, default_root_dir=str(tmp_path / "run")), img, step=1)
+    assert (tmp_path / "run" / "images" / "samples_step0000001.png").is_file()

@@ -10,8 +10,9 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
 
 from optuna.distributions import distribution_to_json, json_to_distribution
 from optuna.storages import InMemoryStorage
@@ -28,11 +29,11 @@ CREATE TABLE IF NOT EXISTS studies (study TEXT PRIMARY KEY, directions TEXT NOT 
 """
 
 
-def _iso(t: Optional[_dt.datetime]) -> Optional[str]:
+def _iso(t: _dt.datetime | None) -> str | None:
     return t.isoformat() if t else None
 
 
-def _dt_or_none(s: Optional[str]) -> Optional[_dt.datetime]:
+def _dt_or_none(s: str | None) -> _dt.datetime | None:
     return _dt.datetime.fromisoformat(s) if s else None
 
 
@@ -107,7 +108,7 @@ class SQLiteTrialStore(InMemoryStorage):
                 (self.get_study_name_from_id(study_id), json.dumps([d.name for d in directions])),
             )
 
-    def create_new_trial(self, study_id: int, template_trial: Optional[FrozenTrial] = None) -> int:
+    def create_new_trial(self, study_id: int, template_trial: FrozenTrial | None = None) -> int:
         trial_id = super().create_new_trial(study_id, template_trial)
         self._save(trial_id)
         return trial_id

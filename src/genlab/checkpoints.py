@@ -1,0 +1,121 @@
+"""Reading genlab checkpoints, in one place: the file itself, the run record stored in it, and its data identity.
+
+A checkpoint written by ``train.py`` is Lightning's dictionary (``state_dict``, optimiser, loops, callbacks ...)
+plus one genlab record under :data:`RECORD`::
+
+    checkpoint["genlab"] = {"config": <the run's resolved config, a plain dict>,
+                            "data_identity": <what the data was: dataset, vocabulary / tokenizer fingerprints>}
+
+The config lets ``eval.py`` rebuild the run; the data identity lets every consumer (evaluation, resuming, a second
+training stage, finetuning) refuse data the weights were not trained on, with one checker,
+:func:`check_data_identity`. Writers: :class:`genlab.callbacks.run_record.RunRecord` (config and identity) and tasks
+that know their data themselves (:func:`record_data_identity`). Checkpoints of earlier versions kept the AWD task's
+identity at the top level (``checkpoint["data_identity"]``); :func:`data_identity` still reads it there.
+
+Hugging Face / original published checkpoints are not genlab checkpoints: ``genlab.interop`` reads those.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from genlab.errors import CheckpointError
+
+RECORD = "genlab"
+# The keys that decide which token ids mean what: weights moved to other data (a second training stage, finetuning
+# a pretrained model) must agree on these, whereas evaluation and resuming must agree on every recorded key.
+VOCABULARY_KEYS = ("tokenizer", "vocab", "vocab_size")
+
+
+def _label(path: str | os.PathLike, key: str | None) -> str:
+    return f"{key}={path}" if key else str(path)
+
+
+def load(path: str | os.PathLike, *, key: str | None = None, fix: str = "", map_location: Any = "cpu",
+         mmap: bool = False) -> dict[str, Any]:
+    """The checkpoint at ``path`` as a dictionary.
+
+    A missing, truncated or foreign file (not written by ``torch.save``, or not a dictionary) raises
+    :class:`CheckpointError` naming the file, as ``<key>=<path>`` when ``key`` (the config key the path came from)
+    is given, followed by ``fix``. ``mmap`` maps tensors lazily (reading one small entry of a large file)."""
+    import torch
+
+    where, fix = _label(path, key), f" {fix}" if fix else ""
+    if not Path(path).is_file():
+        raise CheckpointError(f"{where}: no such file.{fix}")
+    try:
+        # Our own files hold plain Python objects beside tensors (hyperparameters, loop state), hence not weights_only.
+        checkpoint = torch.load(path, map_location=map_location, weights_only=False, mmap=mmap)
+    except Exception as err:  # noqa: BLE001 - a truncated or foreign file is the user's input
+        raise CheckpointError(f"{where} is not a readable checkpoint (truncated, or not written by torch.save: "
+                              f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}).{fix}") from err
+    if not isinstance(checkpoint, dict):
+        raise CheckpointError(f"{where} is not a checkpoint (it holds a {type(checkpoint).__name__}, not a "
+                              f"dictionary).{fix}")
+    return checkpoint
+
+
+# ------------------------------------------------------------------------------------------- the genlab record
+def record(checkpoint: Mapping[str, Any]) -> dict[str, Any]:
+    """The genlab record of a loaded checkpoint (empty for a checkpoint written outside ``train.py``)."""
+    return dict(checkpoint.get(RECORD) or {})
+
+
+def run_config(checkpoint: Mapping[str, Any], path: str | os.PathLike) -> dict[str, Any]:
+    """The resolved config of the run that wrote the checkpoint; an error naming ``path`` when it has none."""
+    config = record(checkpoint).get("config")
+    if config is None:
+        raise CheckpointError(f"{path} was not written by genlab's train.py (no '{RECORD}' record with the run's "
+                              "config); pass a checkpoint of a train.py run (its checkpoints/*.ckpt).")
+    return config
+
+
+def data_identity(checkpoint: Mapping[str, Any]) -> dict[str, Any]:
+    """What the checkpoint's weights were trained on (empty when unknown)."""
+    identity = record(checkpoint).get("data_identity")
+    if identity is None:  # written before the record held it: the AWD task's own top-level key
+        identity = checkpoint.get("data_identity")
+    return dict(identity or {})
+
+
+def write_record(checkpoint: dict[str, Any], config: Mapping[str, Any] | None = None,
+                 data_identity: Mapping[str, Any] | None = None) -> None:
+    """Store the run's config and/or data identity in ``checkpoint`` (merged: writers may each give one part)."""
+    entry = checkpoint.setdefault(RECORD, {})
+    if config is not None:
+        entry["config"] = config
+    if data_identity is not None:
+        entry["data_identity"] = dict(data_identity)
+
+
+def record_data_identity(checkpoint: dict[str, Any], identity: Mapping[str, Any]) -> None:
+    """For tasks that know their data (checkpoints written outside ``train.py`` too): keep a non-empty identity."""
+    if identity:
+        write_record(checkpoint, data_identity={**record(checkpoint).get("data_identity", {}), **identity})
+
+
+def check_data_identity(saved: Mapping[str, Any], current: Mapping[str, Any], where: str,
+                        keys: Iterable[str] | None = None, fix: str | None = None) -> None:
+    """Raise :class:`CheckpointError` when the checkpoint ``where`` was trained on other data than ``current``.
+
+    Compares the keys both identities record, restricted to ``keys`` when given (:data:`VOCABULARY_KEYS` for weights
+    moved to other data); a key only one side records says nothing. ``fix`` is the remedy named in the message."""
+    shared = set(saved) & set(current)
+    if keys is not None:
+        shared &= set(keys)
+    for key in sorted(shared):
+        if saved[key] != current[key]:
+            fix = fix or ("use the data the checkpoint was trained on (for eval.py: drop the data= override), "
+                          "or retrain")
+            raise CheckpointError(f"checkpoint {where} was trained with {key}={saved[key]!r} but the data gives "
+                                  f"{current[key]!r} (a different vocabulary, tokenizer or dataset); {fix}.")
+
+
+# ------------------------------------------------------------------------------------------------ the weights
+def submodule_weights(checkpoint: Mapping[str, Any], prefix: str = "model.") -> dict[str, Any]:
+    """The task's weights under ``prefix`` (``model.`` = the model the task was built around), prefix removed."""
+    state = checkpoint.get("state_dict") or {}
+    return {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}

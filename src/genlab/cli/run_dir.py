@@ -1,0 +1,106 @@
+"""The run directory as a resource of one process: writable, locked against a second run, free of half-written files.
+
+Checked before any data is loaded or any step is trained, so a wrong ``paths.output_dir`` costs seconds, not a
+training run."""
+
+from __future__ import annotations
+
+import atexit
+import errno
+import os
+import shutil
+from pathlib import Path
+
+from genlab.errors import ConfigError, UserError
+
+LOCK_FILE = ".lock"  # holds the pid of the train.py process writing into the run dir
+MIN_FREE_BYTES = 64 << 20  # below this a checkpoint write will fail: refuse at start rather than after training
+DISK_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
+
+
+class RunDirError(UserError):
+    pass
+
+
+def check_writable(out: Path) -> None:
+    """``out`` and ``out/checkpoints`` can be created and written, and the disk has room for checkpoints."""
+    probe = out / "checkpoints" / f".write-probe-{os.getpid()}"
+    try:
+        probe.parent.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"ok")
+        probe.unlink()
+    except OSError as err:
+        raise RunDirError(f"the run directory {out} is not writable ({err.strerror or err}); set "
+                          "paths.output_dir (or hydra.run.dir) to a writable folder, or free the disk.") from err
+    free = shutil.disk_usage(out).free
+    if free < MIN_FREE_BYTES:
+        raise RunDirError(f"the disk holding the run directory {out} has only {free >> 20} MiB free; free space or "
+                          "set paths.output_dir (or hydra.run.dir) to another disk.")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+def acquire_lock(out: Path) -> None:
+    """Refuse a second run into ``out`` while the first is alive; a lock left by a killed run is taken over."""
+    lock = out / LOCK_FILE
+    mine = str(os.getpid())
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            try:
+                owner = int(lock.read_text().strip() or 0)
+            except (OSError, ValueError):
+                owner = 0
+            if owner and owner != os.getpid() and _alive(owner):
+                raise ConfigError(f"another train.py (pid {owner}) is writing into {out} (lock file {lock}); give "
+                                  "this run its own hydra.run.dir, or wait for that one to end. If no such process "
+                                  f"exists, delete {lock}.") from None
+            lock.unlink(missing_ok=True)  # stale: its process was killed
+            continue
+        with os.fdopen(fd, "w") as f:
+            f.write(mine)
+        atexit.register(release_lock, out)
+        return
+    raise ConfigError(f"could not take the lock {lock}; delete it if no train.py is running into {out}.")
+
+
+def release_lock(out: Path) -> None:
+    lock = out / LOCK_FILE
+    try:
+        if lock.read_text().strip() == str(os.getpid()):
+            lock.unlink()
+    except OSError:
+        pass
+
+
+def remove_partial_writes(out: Path) -> list[Path]:
+    """Temporary files of writes that a kill interrupted (``genlab.utils.atomic_write`` names them ``.<name>.*.tmp``);
+    only called while holding the lock, so no live writer owns them."""
+    removed = []
+    for folder in (out, out / "checkpoints"):
+        for tmp in folder.glob(".*.tmp") if folder.is_dir() else ():
+            tmp.unlink(missing_ok=True)
+            removed.append(tmp)
+    return removed
+
+
+def disk_error(err: BaseException) -> OSError | None:
+    """The full-disk / permission OSError behind ``err`` (Lightning and torch.save wrap it), else None."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, OSError) and err.errno in DISK_ERRNOS:
+            return err
+        if isinstance(err, RuntimeError) and "file write failed" in str(err):  # torch.save's C++ writer
+            return OSError(errno.ENOSPC, str(err).splitlines()[0])
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return None

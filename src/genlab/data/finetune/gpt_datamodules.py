@@ -1,0 +1,279 @@
+"""GPT-1 finetuning data (spec gpt.md §2.5, §4.2): the finetuning suite's DataModules with GPT's input
+transformations (``genlab.data.finetune.gpt_transforms``) and tokenizer (``genlab.data.tokenizers.gpt_bpe``).
+
+* :class:`GPTClassificationDataModule` — every GLUE task, SNLI / SciTail and the document-classification sets
+  through ``ClassificationDataModule``'s readers, tiers and splits. ``layout``: ``gpt`` = ``<s> text <e>`` or
+  ``<s> a $ b <e>`` (classification, entailment); ``gpt_both_orders`` = ``[<s> a $ b <e>, <s> b $ a <e>]``
+  (similarity: MRPC, QQP, STS-B).
+* :class:`GPTRaceDataModule` — RACE's reader and tiers; one ``<s> article question $ option <e>`` per option.
+* :class:`GPTStoryClozeDataModule` — Story Cloze (``genlab.data.finetune.story_cloze``): the release's 1,497 / 374
+  split of the validation file for train / dev, the test file for test; ``<s> story $ ending <e>`` per ending, both
+  parts cut to ``max_seq_len // 2 − 2`` tokens (``transform_roc``).
+
+Batches (right padding to the longest sequence of the batch, as the release shrinks ``n_ctx``): ``input_ids`` /
+``lm_mask`` long ``[B, T]`` (one sequence), ``[B, 2, T]`` (both orders) or ``[B, K, T]`` (choices); ``labels``
+``[B]`` (long, or float for STS-B); ``index`` ``[B]``; RACE adds ``level`` ``[B]`` (0 middle, 1 high) and ``qid``.
+The specials are the ids after the tokenizer's vocabulary (``SpecialTokens.after_vocab``), as the model's rows.
+
+``tokenizer``: the pretraining run's (``data.tokenizer=<its .ckpt>``, or a BPE ``.model``, or an HF ``openai-gpt``
+folder); null trains a GPT BPE of ``vocab_size`` pieces on the task's training text (from-scratch runs).
+Training order: a permutation per epoch keyed on (``seed``, epoch), and the DataModule's state (epoch, examples
+consumed) is checkpointed, so a killed run resumes mid-epoch on exactly the batches it would have seen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from genlab.data.finetune import gpt_transforms as T
+from genlab.data.finetune import story_cloze as sc
+from genlab.data.finetune.datamodule import ClassificationDataModule
+from genlab.data.finetune.glue import Example
+from genlab.data.finetune.race import RaceDataModule, RaceQuestion
+from genlab.data.sources.tiers import DEFAULT_CACHE, locate
+from genlab.data.tokenizers.gpt_bpe import (
+    GPTTokenizer,
+    load_gpt_tokenizer,
+    train_gpt_bpe,
+)
+from genlab.errors import DataError
+from genlab.utils import atomic_write, stable_hash
+
+GPT_LAYOUTS = ("gpt", "gpt_both_orders")
+
+
+# ------------------------------------------------------------------------------------------------ shared parts
+def gpt_tokenizer(path: str | None, texts: Callable[[], list[str]], cache_dir: str | None, key: str,
+                  vocab_size: int) -> GPTTokenizer:
+    """``data.tokenizer`` when set; else a GPT BPE trained (once, cached) on ``texts()``."""
+    if path is not None:
+        return load_gpt_tokenizer(path)
+    cache = Path(cache_dir).expanduser() if cache_dir else DEFAULT_CACHE
+    lines = [" ".join(t.split()) for t in texts() if t and t.strip()]
+    model = cache / "finetune" / f"gpt_bpe_{key}_{stable_hash(len(lines), lines[:50], vocab_size)}.model"
+    if model.is_file():
+        return load_gpt_tokenizer(model)
+    text = model.with_suffix(".txt")
+    with atomic_write(text, "w") as f:
+        f.writelines(line + "\n" for line in lines)
+    return train_gpt_bpe([text], model, vocab_size)
+
+
+class GPTExamples(Dataset):
+    """Transformed examples: ``tokens`` (one id list, or a group of them) and ``labels`` per example."""
+
+    def __init__(self, tokens: list, labels: Sequence | None, extra: dict[str, Sequence] | None = None,
+                 guids: list[str] | None = None):
+        self.tokens, self.labels, self.extra, self.guids = tokens, labels, extra or {}, guids
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        item = {"tokens": self.tokens[i], "index": i, **{k: v[i] for k, v in self.extra.items()}}
+        if self.labels is not None:
+            item["labels"] = self.labels[i]
+        return item
+
+
+def collate(items: list[dict[str, Any]]) -> dict[str, Any]:
+    ids, mask = T.right_pad([it["tokens"] for it in items])
+    batch: dict[str, Any] = {"input_ids": ids, "lm_mask": mask, "index": torch.tensor([it["index"] for it in items])}
+    if "labels" in items[0]:
+        batch["labels"] = torch.tensor([it["labels"] for it in items])
+    if "level" in items[0]:
+        batch["level"] = torch.tensor([it["level"] for it in items])
+    if "qid" in items[0]:
+        batch["qid"] = [it["qid"] for it in items]
+    return batch
+
+
+class EpochShuffle(Sampler[int]):
+    """Training order of epoch e: a permutation keyed on (seed, e); ``start`` skips what a resumed epoch consumed."""
+
+    def __init__(self, n: int, seed: int):
+        self.n, self.seed, self.epoch, self.start, self.current = n, seed, 0, 0, 0
+
+    def __iter__(self):
+        order = np.random.default_rng([self.seed, self.epoch]).permutation(self.n)[self.start:]
+        self.current, self.epoch, self.start = self.epoch, self.epoch + 1, 0
+        return iter(order.tolist())
+
+    def __len__(self) -> int:
+        return self.n
+
+
+class ResumableTrainOrder:
+    """Mixin for the DataModules below: the shuffled training order and its checkpointed position."""
+
+    seed: int
+    num_workers: int
+    _order: EpochShuffle | None = None
+    _resume: tuple[int, int] | None = None
+    _position: tuple[int, int] | None = None  # (epoch, examples of it consumed)
+
+    def train_loader(self, data: Dataset, batch_size: int) -> DataLoader:
+        self._order = EpochShuffle(len(data), self.seed)
+        if self._resume is not None:
+            epoch, consumed = self._resume
+            self._order.epoch, self._order.start = (epoch, consumed) if consumed < len(data) else (epoch + 1, 0)
+            self._resume = None
+        return DataLoader(data, batch_size=batch_size, sampler=self._order, collate_fn=collate,
+                          num_workers=self.num_workers, persistent_workers=self.num_workers > 0)
+
+    def eval_loader(self, data: Dataset, batch_size: int) -> DataLoader:
+        return DataLoader(data, batch_size=batch_size, shuffle=False, collate_fn=collate,
+                          num_workers=self.num_workers, persistent_workers=self.num_workers > 0)
+
+    def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        trainer = getattr(self, "trainer", None)
+        if trainer is not None and trainer.training and self._order is not None:
+            epoch, n = self._order.current, int(batch["input_ids"].shape[0])
+            before = self._position[1] if self._position is not None and self._position[0] == epoch else 0
+            self._position = (epoch, before + n)
+        return batch
+
+    def state_dict(self) -> dict[str, Any]:
+        return {} if self._position is None else {"epoch": self._position[0], "consumed": self._position[1]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state:
+            self._resume = (int(state["epoch"]), int(state["consumed"]))
+            self._position = self._resume
+
+
+# ------------------------------------------------------------------------------------------------ GLUE / NLI / docs
+class GPTClassificationDataModule(ResumableTrainOrder, ClassificationDataModule):
+    """``ClassificationDataModule`` (same ``task`` names, tiers and splits) with GPT's transforms."""
+
+    layouts = GPT_LAYOUTS
+
+    def __init__(self, task: str, source: str = "path", path: str | None = None, cache_dir: str | None = None,
+                 tokenizer: str | None = None, vocab_size: int = 40478, lower: bool = True, layout: str = "gpt",
+                 max_seq_len: int = 512, batch_size: int = 32, eval_batch_size: int = 64, num_workers: int = 0,
+                 max_train_examples: int | None = None, seed: int = 0) -> None:
+        super().__init__(task, source, path, cache_dir, tokenizer, vocab_size, lower, layout, max_seq_len,
+                         batch_size, eval_batch_size, num_workers, max_train_examples)
+        self.seed = seed
+
+    def _load_tokenizer(self, train_texts: list[str]) -> GPTTokenizer:
+        return gpt_tokenizer(self.tokenizer_file, lambda: train_texts, self.cache_dir,
+                             f"{self.task}_{stable_hash(str(self.root.resolve()))}", self.vocab_size)
+
+    def _encode(self, name: str, examples: list[Example], labelled: bool) -> GPTExamples:
+        tok, sp, n = self.tokenizer, T.SpecialTokens.after_vocab(self.tokenizer.vocab_size), self.max_seq_len
+        tokens: list = []
+        for ex in examples:
+            a = tok.encode(ex.text_a)
+            if ex.text_b is None:
+                if self.layout == "gpt_both_orders":
+                    raise DataError(f"data.layout=gpt_both_orders needs sentence pairs; data.task={self.task} has "
+                                    "single texts: use data.layout=gpt.")
+                tokens.append(T.classification(a, sp, n))
+            elif self.layout == "gpt_both_orders":
+                tokens.append(list(T.similarity(a, tok.encode(ex.text_b), sp, n)))
+            else:
+                tokens.append(T.entailment(a, tok.encode(ex.text_b), sp, n))
+        labels = None
+        if labelled:
+            labels = ([float(e.label) for e in examples] if self.is_regression
+                      else [self.labels.index(e.label) for e in examples])
+        return GPTExamples(tokens, labels, guids=[e.guid for e in examples])  # guids key GLUE submission files
+
+    def train_dataloader(self) -> DataLoader:
+        return self.train_loader(self.splits["train"], self.batch_size)
+
+    def _loader(self, split: GPTExamples, shuffle: bool, batch_size: int) -> DataLoader:
+        return self.eval_loader(split, batch_size)
+
+
+# ------------------------------------------------------------------------------------------------ RACE
+class GPTRaceDataModule(ResumableTrainOrder, RaceDataModule):
+    """RACE with one ``<s> article question $ option <e>`` per option (the article cut from its end to fit)."""
+
+    def __init__(self, source: str = "path", path: str | None = None, cache_dir: str | None = None,
+                 tokenizer: str | None = None, vocab_size: int = 40478, max_seq_len: int = 512, batch_size: int = 32,
+                 eval_batch_size: int = 32, num_workers: int = 0, seed: int = 0) -> None:
+        super().__init__(source, path, cache_dir, tokenizer, vocab_size, True, "gpt", max_seq_len,
+                         max_seq_len, batch_size, eval_batch_size, num_workers)
+        self.seed = seed
+
+    def _make_tokenizer(self, root: Path, train: list[RaceQuestion]) -> GPTTokenizer:
+        texts = lambda: [*dict.fromkeys(q.article for q in train), *(q.question for q in train),
+                         *(o for q in train for o in q.options)]
+        return gpt_tokenizer(self.tokenizer_file, texts, self.cache_dir, f"race_{stable_hash(str(root.resolve()))}",
+                             self.vocab_size)
+
+    def _dataset(self, qs: list[RaceQuestion]) -> GPTExamples:
+        tok, sp = self.tokenizer, T.SpecialTokens.after_vocab(self.tokenizer.vocab_size)
+        tokens = [T.multiple_choice(tok.encode(q.article), tok.encode(q.question), [tok.encode(o) for o in q.options],
+                                    sp, self.max_seq_len) for q in qs]
+        return GPTExamples(tokens, [q.label for q in qs], {"level": [q.level for q in qs], "qid": [q.qid for q in qs]})
+
+    def train_dataloader(self) -> DataLoader:
+        return self.train_loader(self.data["train"], self.batch_size)
+
+    def _loader(self, name: str, shuffle: bool, bs: int) -> DataLoader:
+        return self.eval_loader(self.data[name], bs)
+
+
+# ------------------------------------------------------------------------------------------------ Story Cloze
+class GPTStoryClozeDataModule(ResumableTrainOrder, pl.LightningDataModule):
+    """Story Cloze (``source``: ``path`` = the folder of the two official CSVs, or ``mini``); validation = the dev
+    part of the release split, test = the test file."""
+
+    def __init__(self, source: str = "path", path: str | None = None, cache_dir: str | None = None,
+                 tokenizer: str | None = None, vocab_size: int = 40478, max_seq_len: int = 512, n_dev: int = 374,
+                 split_seed: int = sc.RELEASE_SEED, batch_size: int = 32, eval_batch_size: int = 64,
+                 num_workers: int = 0, seed: int = 0) -> None:
+        super().__init__()
+        self.source, self.path, self.cache_dir, self.tokenizer_file = source, path, cache_dir, tokenizer
+        self.vocab_size, self.max_seq_len, self.n_dev, self.split_seed = vocab_size, max_seq_len, n_dev, split_seed
+        self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
+        self.num_workers, self.seed = num_workers, seed
+        self.tokenizer: GPTTokenizer | None = None
+        self.data: dict[str, GPTExamples] = {}
+
+    def _spec(self):
+        return sc.STORY_CLOZE_MINI if self.source == "mini" else sc.STORY_CLOZE
+
+    def prepare_data(self) -> None:
+        locate(self._spec(), self.source, self.path, self.cache_dir)
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.data:
+            return
+        root = locate(self._spec(), self.source, self.path, self.cache_dir)
+        train, dev = sc.release_split(sc.read_stories(root / sc.VAL_FILE), self.n_dev, self.split_seed)
+        splits = {"train": train, "dev": dev, "test": sc.read_stories(root / sc.TEST_FILE)}
+        texts = lambda: [t for s in train for t in (s.context, *s.endings)]
+        self.tokenizer = gpt_tokenizer(self.tokenizer_file, texts, self.cache_dir,
+                                       f"story_cloze_{stable_hash(str(root.resolve()))}", self.vocab_size)
+        sp, part = T.SpecialTokens.after_vocab(self.tokenizer.vocab_size), self.max_seq_len // 2 - 2
+        for name, stories in splits.items():
+            tokens = [T.story_cloze(self.tokenizer.encode(s.context), [self.tokenizer.encode(e) for e in s.endings],
+                                    sp, part) for s in stories]
+            self.data[name] = GPTExamples(tokens, [s.label for s in stories],
+                                          {"qid": [s.story_id for s in stories]})
+
+    def model_overrides(self) -> dict[str, Any]:
+        return {"vocab_size": self.tokenizer.vocab_size}
+
+    def identity(self) -> dict[str, Any]:
+        return {"dataset": "story_cloze", "tokenizer": self.tokenizer.identity, "vocab_size": self.tokenizer.vocab_size}
+
+    def train_dataloader(self) -> DataLoader:
+        return self.train_loader(self.data["train"], self.batch_size)
+
+    def val_dataloader(self) -> DataLoader:
+        return self.eval_loader(self.data["dev"], self.eval_batch_size)
+
+    def test_dataloader(self) -> DataLoader:
+        return self.eval_loader(self.data["test"], self.eval_batch_size)

@@ -1,0 +1,264 @@
+"""Answer chunks for unlabelled paragraphs (spec gdan.md §5.2) and the unlabelled-paragraph JSONL format.
+
+The thesis tags Wikipedia paragraphs with the Stanford POS tagger, a small constituency grammar and the 7-class
+Stanford NER, then keeps 5 chunks per paragraph sampled by SQuAD's answer-type percentages. Neither tool is available
+offline, so :class:`HeuristicExtractor` stands in for them: regular expressions for dates and numbers (money and
+percentages are "Other Numeric", as the NER mapping of the seed), runs of capitalised words that do not start a
+sentence for entities (one coarse ``Entity`` type: person, location and organisation cannot be told apart without a
+tagger), and a determiner-led noun-phrase chunker built from a closed-class lexicon and suffix rules for "Common Noun
+Phrase". Adjective phrases, verb phrases and clauses are not extracted. :class:`GoldAnswers` returns spans a data
+generator already knows (the synthetic fixture).
+
+:func:`sample_answers` draws k chunks per paragraph: at each draw a type is chosen with probability proportional to
+its SQuAD percentage among the types still available, then one of its chunks uniformly -- uniform sampling over
+chunks would over-represent noun phrases (spec §9).
+
+JSONL, one paragraph per line: ``{"id": str, "context": str, "answers": [{"text", "answer_start", "type"}]}``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from genlab.data.text.sentences import split_sentences
+from genlab.errors import DataError
+from genlab.utils import atomic_write
+
+log = logging.getLogger(__name__)
+
+# Rajpurkar et al. 2016, Table 2 (percent of SQuAD dev answers per type; spec §5.2 [EXTERNAL]).
+SQUAD_TYPE_PERCENT = {"Date": 8.9, "Other Numeric": 10.9, "Person": 12.9, "Location": 4.4, "Other Entity": 15.3,
+                      "Common Noun Phrase": 31.8, "Adjective Phrase": 3.9, "Verb Phrase": 5.5, "Clause": 3.7,
+                      "Other": 2.7}
+ENTITY = "Entity"  # the heuristic's coarse entity type: Person + Location + Other Entity
+TYPE_WEIGHTS = {**SQUAD_TYPE_PERCENT, ENTITY: sum(SQUAD_TYPE_PERCENT[t] for t in ("Person", "Location",
+                                                                                    "Other Entity"))}
+
+
+@dataclass(frozen=True)
+class Answer:
+    text: str
+    start: int  # character offset in the paragraph
+    type: str = "Other"
+
+    def as_json(self) -> dict:
+        return {"text": self.text, "answer_start": self.start, "type": self.type}
+
+
+class AnswerExtractor(Protocol):
+    def __call__(self, context: str) -> list[Answer]:
+        """Every candidate answer chunk of one paragraph (spans of ``context``)."""
+
+
+# ------------------------------------------------------------------------------------------------ heuristic
+_MONTH = r"(?:January|February|March|April|May|June|July|August|September|October|November|December)"
+_DATE = re.compile(rf"\b(?:{_MONTH}\s+\d{{1,2}},\s+\d{{4}}|\d{{1,2}}\s+{_MONTH}\s+\d{{4}}|{_MONTH}\s+\d{{4}}|"
+                   rf"(?:1[0-9]|20)\d\ds?)\b")
+_NUMERIC = re.compile(r"(?:[$£€]\s?)?\b\d[\d,]*(?:\.\d+)?(?:\s?(?:%|percent|per cent)|"
+                      r"\s(?:million|billion|thousand|hundred))?(?:\b|(?<=%))")
+_CAPITAL = re.compile(r"[A-Z][\w'’.-]*")
+_WORD = re.compile(r"[\w'’-]+")
+_CLOSED = frozenset([
+    "a", "an", "the", "this", "that", "these", "those", "its", "his", "her", "their", "our", "my", "your", "some",
+    "any", "each", "every", "no", "all", "both", "either", "neither", "of", "in", "on", "at", "by", "for", "from",
+    "to", "with", "without", "into", "onto", "over", "under", "about", "above", "below", "between", "among",
+    "through", "during", "after", "before", "since", "until", "upon", "within", "against", "toward", "towards",
+    "across", "behind", "beyond", "near", "via", "per", "as", "than", "and", "or", "but", "nor", "so", "yet",
+    "if", "because", "while", "although", "though", "whereas", "when", "where", "which", "who", "whom", "whose",
+    "what", "why", "how", "is", "are", "was", "were", "be", "been", "being", "am", "has", "have", "had", "having",
+    "do", "does", "did", "done", "can", "could", "may", "might", "must", "shall", "should", "will", "would",
+    "not", "also", "only", "very", "more", "most", "less", "least", "such", "then", "there", "here", "it", "he",
+    "she", "they", "we", "you", "i", "him", "them", "us", "me", "one", "two", "three", "four", "five", "six",
+    "seven", "eight", "nine", "ten", "first", "second", "third", "many", "much", "several", "other", "another",
+    "same", "often", "still", "even", "just", "well", "however", "thus"
+])
+_NOT_NOUN_SUFFIXES = ("ly", "ed")  # adverbs and past forms end a noun phrase
+_DETERMINERS = frozenset(["a", "an", "the", "this", "that", "these", "those", "its", "his", "her", "their", "our"])
+MAX_ENTITY_WORDS = 4
+MAX_NP_WORDS = 4
+
+
+class HeuristicExtractor:
+    """Offline stand-in for the thesis' POS/NER/chunker pipeline (types: Date, Other Numeric, Entity, Common Noun
+    Phrase); ``types`` keeps only some of them (the real-data mini's questions use the first three)."""
+
+    def __init__(self, types: Sequence[str] = ("Date", "Other Numeric", ENTITY, "Common Noun Phrase")) -> None:
+        unknown = set(types) - {"Date", "Other Numeric", ENTITY, "Common Noun Phrase"}
+        if unknown:
+            raise ValueError(f"the heuristic extractor has no types {sorted(unknown)}")
+        self.types = tuple(types)
+
+    def __call__(self, context: str) -> list[Answer]:
+        found: dict[tuple[int, int], str] = {}
+        taken = np.zeros(len(context) + 1, dtype=bool)  # characters inside a date or number already
+
+        def add(start: int, end: int, kind: str) -> None:
+            if kind in self.types and (start, end) not in found:
+                found[(start, end)] = kind
+
+        for m in _DATE.finditer(context):
+            add(m.start(), m.end(), "Date")
+            taken[m.start():m.end()] = True
+        for m in _NUMERIC.finditer(context):
+            if not taken[m.start():m.end()].any():
+                add(m.start(), m.end(), "Other Numeric")
+        for start, end in self._entities(context):
+            add(start, end, ENTITY)
+        for start, end in self._noun_phrases(context):
+            add(start, end, "Common Noun Phrase")
+        return [Answer(context[s:e], s, t) for (s, e), t in sorted(found.items())]
+
+    @staticmethod
+    def _sentence_starts(context: str) -> set[int]:
+        starts, pos = set(), 0
+        for sentence in split_sentences(context):
+            pos = context.find(sentence, pos)
+            starts.add(pos)
+            pos += len(sentence)
+        return starts
+
+    def _entities(self, context: str) -> Iterable[tuple[int, int]]:
+        """Maximal runs of capitalised words (single spaces between), at most 4, not starting a sentence."""
+        starts = self._sentence_starts(context)
+        words = list(_WORD.finditer(context))
+        i = 0
+        while i < len(words):
+            j = i
+            while (j < len(words) and _CAPITAL.fullmatch(words[j].group())
+                   and (j == i or context[words[j - 1].end():words[j].start()] == " ")):
+                j += 1
+            if j > i and words[i].start() not in starts and j - i <= MAX_ENTITY_WORDS:
+                end = words[j - 1].end()
+                yield words[i].start(), end - (1 if context[end - 1] in ".-'’" else 0)
+            i = max(j, i + 1)
+
+    @staticmethod
+    def _noun_phrases(context: str) -> Iterable[tuple[int, int]]:
+        """Lower-case content words after a determiner, up to 4, ending before a closed-class word, punctuation, an
+        adverb or a past form (the determiner itself is left out of the answer)."""
+        words = list(_WORD.finditer(context))
+        for i, w in enumerate(words[:-1]):
+            if w.group().lower() not in _DETERMINERS:
+                continue
+            j = i + 1
+            while j < len(words) and j - i <= MAX_NP_WORDS:
+                word = words[j].group()
+                gap = context[words[j - 1].end():words[j].start()]
+                if (gap != " " or not word.islower() or word in _CLOSED or word.endswith(_NOT_NOUN_SUFFIXES)
+                        or not word.isalpha()):
+                    break
+                j += 1
+            if j > i + 1:
+                yield words[i + 1].start(), words[j - 1].end()
+
+
+class GoldAnswers:
+    """Answers known in advance (the synthetic fixture): ``answers[context]``."""
+
+    def __init__(self, answers: dict[str, list[Answer]]) -> None:
+        self.answers = answers
+
+    def __call__(self, context: str) -> list[Answer]:
+        return list(self.answers.get(context, []))
+
+
+# ------------------------------------------------------------------------------------------------ sampling
+def sample_answers(candidates: Sequence[Answer], k: int, rng: np.random.Generator,
+                   weights: dict[str, float] = TYPE_WEIGHTS) -> list[Answer]:
+    """k distinct chunks: a type drawn by its SQuAD weight among the types left, then one of its chunks uniformly;
+    all of them when there are at most k. Types without a weight count as "Other"."""
+    pools: dict[str, list[Answer]] = {}
+    for a in candidates:
+        pools.setdefault(a.type, []).append(a)
+    if len(candidates) <= k:
+        return sorted(candidates, key=lambda a: (a.start, len(a.text)))
+    chosen = []
+    while len(chosen) < k and pools:
+        kinds = sorted(pools)
+        w = np.array([weights.get(t, weights.get("Other", 1.0)) for t in kinds], dtype=np.float64)
+        kind = kinds[rng.choice(len(kinds), p=w / w.sum())]
+        pool = pools[kind]
+        chosen.append(pool.pop(int(rng.integers(len(pool)))))
+        if not pool:
+            del pools[kind]
+    return sorted(chosen, key=lambda a: (a.start, len(a.text)))
+
+
+# ------------------------------------------------------------------------------------------------ JSONL
+@dataclass
+class UnlabeledParagraph:
+    pid: str
+    context: str
+    answers: list[Answer]
+
+
+def write_unlabeled(path: Path, rows: Iterable[UnlabeledParagraph]) -> None:
+    with atomic_write(path, "w") as f:
+        for row in rows:
+            f.write(json.dumps({"id": row.pid, "context": row.context,
+                                "answers": [a.as_json() for a in row.answers]}, ensure_ascii=False) + "\n")
+
+
+def read_unlabeled(path: Path) -> list[UnlabeledParagraph]:
+    """Paragraphs with at least one usable answer. An answer whose text is not ``context[answer_start:][:len]`` is
+    skipped with a warning; a file with no usable answer at all is a DataError naming the format."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"unlabelled paragraphs {path} do not exist: data.unlabeled_path must be a JSONL file, one "
+                        '{"id", "context", "answers": [{"text", "answer_start", "type"}]} per line.')
+    rows, bad, empty = [], 0, 0
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+                context, answers = str(obj["context"]), obj.get("answers") or []
+                pid = str(obj.get("id", n))
+            except (json.JSONDecodeError, KeyError, TypeError) as err:
+                raise DataError(f"{path}, line {n}: not an unlabelled paragraph ({err}); every line must be "
+                                '{"id", "context", "answers": [{"text", "answer_start", "type"}]}.') from err
+            kept = []
+            for a in answers:
+                try:
+                    text, start = str(a["text"]), int(a["answer_start"])
+                except (KeyError, TypeError, ValueError):
+                    bad += 1
+                    continue
+                if not text.strip() or context[start:start + len(text)] != text:
+                    bad += 1
+                    continue
+                kept.append(Answer(text, start, str(a.get("type") or "Other")))
+            if kept:
+                rows.append(UnlabeledParagraph(pid, context, kept))
+            else:
+                empty += 1
+    if not rows:
+        raise DataError(f"{path} has no usable answers ({empty} paragraphs, {bad} answers not matching their "
+                        "context): GDAN trains on (paragraph, answer) pairs, so every line needs answers: [{\"text\", "
+                        '"answer_start", "type"}] with text == context[answer_start:answer_start+len(text)]. Extract '
+                        "them with genlab.data.qa.answers.HeuristicExtractor (or your tagger) first.")
+    if bad or empty:
+        log.warning("%s: %d answers did not match their context and %d paragraphs had none; skipped", path, bad,
+                    empty)
+    return rows
+
+
+def extract_unlabeled(paragraphs: Iterable[tuple[str, str]], extractor: AnswerExtractor, k: int = 5,
+                      seed: int = 0) -> list[UnlabeledParagraph]:
+    """(id, context) pairs -> paragraphs with k type-weighted chunks each (paragraphs without a chunk dropped)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for pid, context in paragraphs:
+        chosen = sample_answers(extractor(context), k, rng)
+        if chosen:
+            out.append(UnlabeledParagraph(pid, context, chosen))
+    return out

@@ -1,0 +1,403 @@
+"""SQuAD v1.1 with unlabelled paragraphs for GDAN (spec gdan.md §5): the batches of genlab.tasks.gdan.
+
+Splits (genlab.data.qa.protocol): ``test`` = 10 % of the training file's articles (``split_seed``), ``dev`` = the
+official dev file, ``L`` = ``round(label_rate × N_train)`` questions of the remaining training articles (``seed``),
+``U`` = the (paragraph, answer) pairs of the unlabelled JSONL (at most ``answers_per_paragraph`` per paragraph,
+type-weighted; ``unlabeled_size`` of them, e.g. 50,000 for Table 3.4's "50K"; fixed by ``split_seed``). A training
+question whose first answer does not equal its offset, or lies past ``max_paragraph_tokens``, is skipped and counted;
+a file with no usable training question is a DataError. Dev and test keep every question and score against all its
+gold texts.
+
+Where the files come from (``source``): ``path`` = ``train-v1.1.json`` and ``dev-v1.1.json`` in ``path`` (the
+unlabelled file from ``unlabeled_path``, default ``<path>/unlabeled.jsonl``); ``download`` = the official SQuAD v1.1
+files (sha256-checked), with ``unlabeled_path``; ``mini`` = an offline build of all three files: ``mini=wiki`` real
+Wikipedia text (genlab.data.qa.wiki_mini, the spec's §5.5 mini), ``mini=synthetic`` the unit-test fixture.
+
+Tokens and vocabularies: genlab.data.qa.text (G's vocabulary is D's first ids, so G ids need no map).
+Training batches are ``{"lab": ..., "unl": ...}`` from two infinite, reshuffled streams whose position is saved in
+checkpoints (resume continues with the same batches). ``unlabeled=false`` (SL) reads no unlabelled file and gives
+no ``unl``; ``generator_vocab=false`` (methods without G) leaves G's size out of ``model_overrides``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import DataLoader, Dataset, IterableDataset
+
+from genlab.data.finetune.downloads import squad_spec
+from genlab.data.images.datamodule import (  # _batches: infinite reshuffled stream
+    SSLImageDataModule,
+    _batches,
+)
+from genlab.data.qa.answers import UnlabeledParagraph, read_unlabeled, sample_answers
+from genlab.data.qa.protocol import (
+    QAExample,
+    check_label_rate,
+    labeled_subset,
+    read_articles,
+    split_by_article,
+)
+from genlab.data.qa.synthetic import GDAN_SYNTHETIC_MINI
+from genlab.data.qa.text import (
+    EOS,
+    PAD,
+    UNK,
+    TextNorm,
+    Vocabulary,
+    shared_vocabularies,
+    token_span,
+    tokenize,
+)
+from genlab.data.qa.wiki_mini import GDAN_WIKI_MINI
+from genlab.data.sources.tiers import locate
+from genlab.errors import ConfigError, DataError
+
+log = logging.getLogger(__name__)
+MINIS = {"wiki": GDAN_WIKI_MINI, "synthetic": GDAN_SYNTHETIC_MINI}
+
+
+@dataclass
+class Passage:
+    """One tokenised paragraph: D ids, G's extended ids (OOV words -> per-paragraph slots after G's vocabulary),
+    character offsets, and the normalised words (for G's copy targets)."""
+
+    context: str
+    words: list[str]
+    offsets: np.ndarray  # [T, 2]
+    d_ids: np.ndarray = None  # type: ignore[assignment]
+    g_ext: np.ndarray = None  # type: ignore[assignment]
+
+
+@dataclass
+class Item:
+    passage: int
+    start: int
+    end: int
+    question: list[str] | None = None  # normalised question words (None for U)
+    qid: str = ""
+    golds: list[str] | None = None
+
+
+class _Items(Dataset):
+    def __init__(self, items: list[Item]) -> None:
+        self.items = items
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: int) -> Item:
+        return self.items[i]
+
+
+class _Stream(IterableDataset):
+    """Training batches ``{"lab", "unl", "position"}`` from ``start`` on (two independent shuffled streams)."""
+
+    def __init__(self, dm: SemiSupervisedSquadDataModule, start: int) -> None:
+        self.dm, self.start = dm, start
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        dm = self.dm
+        seed = dm.hparams.seed
+        lab = _batches(len(dm.labeled), dm.hparams.batch_size, seed * 2 + 1, self.start)
+        unl = _batches(len(dm.unlabeled), dm.hparams.unlabeled_batch_size, seed * 2 + 2, self.start) \
+            if dm.unlabeled else None
+        position = self.start
+        while True:
+            batch = {"lab": dm.collate([dm.labeled[i] for i in next(lab).tolist()], with_question=True),
+                     "position": position}
+            if unl is not None:
+                rows = next(unl).tolist()
+                batch["unl"] = dm.collate([dm.unlabeled[i] for i in rows], with_question=False)
+                batch["unl"]["index"] = torch.tensor(rows)
+            yield batch
+            position += 1
+
+
+class SemiSupervisedSquadDataModule(pl.LightningDataModule):
+    data_parallel = False  # the two streams are not split by rank
+
+    def __init__(self, source: Literal["mini", "path", "download"] = "path", path: str | None = None,
+                 cache_dir: str | None = None, mini: Literal["wiki", "synthetic"] = "wiki", label_rate: float = 0.1,
+                 test_fraction: float = 0.1, split_seed: int = 0, seed: int = 0, unlabeled: bool = True,
+                 unlabeled_path: str | None = None, unlabeled_size: int | None = 50000, answers_per_paragraph: int = 5,
+                 generator_vocab: bool = True, lowercase: bool = True, digits_to_zero: bool = True,
+                 g_vocab_min_count: int = 2, g_vocab_max: int | None = 30000, d_vocab_min_count: int = 1,
+                 d_vocab_max: int | None = 200000, d_vocab_from: Literal["all", "training"] = "all",
+                 max_paragraph_tokens: int | None = None,
+                 max_question_tokens: int = 60, g_max_question_tokens: int = 20, batch_size: int = 32,
+                 unlabeled_batch_size: int = 32, eval_batch_size: int = 64) -> None:
+        super().__init__()
+        check_label_rate(label_rate)
+        if d_vocab_from not in ("all", "training"):
+            raise ConfigError(f"data.d_vocab_from={d_vocab_from!r}: choose 'all' or 'training'.")
+        if mini not in MINIS:
+            raise ConfigError(f"data.mini={mini!r}: choose one of {sorted(MINIS)}.")
+        if g_max_question_tokens < 2:
+            raise ConfigError("data.g_max_question_tokens must be >= 2 (a word and <eos>).")
+        self.save_hyperparameters()
+        self.norm = TextNorm(lowercase, digits_to_zero)
+        self.passages: list[Passage] = []
+        self.labeled: list[Item] = []
+        self.unlabeled: list[Item] = []
+        self.splits: dict[str, list[Item]] = {}
+        self.vocab: Vocabulary | None = None
+        self.g_vocab_size = 0
+        self._train_pool: list[Item] = []
+        self.skipped = 0
+        self.next_position = 0
+
+    # ------------------------------------------------------------------------------------------------ files
+    def _root(self) -> Path:
+        hp = self.hparams
+        spec = MINIS[hp.mini] if hp.source == "mini" else squad_spec("1.1")
+        return locate(spec, hp.source, hp.path, hp.cache_dir)
+
+    def _unlabeled_file(self, root: Path) -> Path:
+        hp = self.hparams
+        if hp.unlabeled_path:
+            return Path(hp.unlabeled_path).expanduser()
+        if hp.source == "download":
+            raise DataError("data.unlabeled=true with data.source=download: the thesis' unlabelled Wikipedia "
+                            "paragraphs are not published; pass data.unlabeled_path=/your/unlabeled.jsonl (one "
+                            '{"id", "context", "answers": [{"text", "answer_start", "type"}]} per line).')
+        return root / "unlabeled.jsonl"
+
+    def prepare_data(self) -> None:
+        self._root()
+
+    # ------------------------------------------------------------------------------------------------ set-up
+    def _passage(self, context: str, cache: dict[str, int]) -> int:
+        if context not in cache:
+            words, offsets = tokenize(context, self.norm)
+            cap = self.hparams.max_paragraph_tokens
+            if cap is not None:
+                words, offsets = words[:cap], offsets[:cap]
+            cache[context] = len(self.passages)
+            self.passages.append(Passage(context, words, offsets))
+        return cache[context]
+
+    def _span(self, passage: int, start: int, text: str) -> tuple[int, int] | None:
+        p = self.passages[passage]
+        if not text or p.context[start:start + len(text)] != text:
+            return None
+        return token_span(p.offsets, start, start + len(text))
+
+    def _labeled_item(self, ex: QAExample, cache: dict[str, int], evaluation: bool) -> Item | None:
+        pid = self._passage(ex.context, cache)
+        span = None
+        for a in ex.answers[:1] if not evaluation else ex.answers:
+            try:
+                span = self._span(pid, int(a["answer_start"]), str(a["text"]))
+            except (KeyError, TypeError, ValueError):
+                span = None
+            if span is not None:
+                break
+        if span is None and not evaluation:
+            return None
+        question = tokenize(ex.question, self.norm)[0][:self.hparams.max_question_tokens] or ["<unk>"]
+        golds = [str(a.get("text", "")) for a in ex.answers if isinstance(a, dict)]
+        return Item(pid, *(span or (0, 0)), question=question, qid=ex.qid, golds=golds)
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.vocab is not None:
+            return
+        hp = self.hparams
+        root = self._root()
+        articles = read_articles(root / "train-v1.1.json")
+        n_original = sum(len(qs) for _, qs in articles)
+        train_q, test_q = split_by_article(articles, hp.test_fraction, hp.split_seed)
+        dev_q = [q for _, qs in read_articles(root / "dev-v1.1.json") for q in qs]
+        cache: dict[str, int] = {}
+        usable = [it for it in (self._labeled_item(q, cache, False) for q in train_q) if it is not None]
+        self.skipped = len(train_q) - len(usable)
+        if not usable:
+            raise DataError(f"{root / 'train-v1.1.json'} has no usable answers ({len(train_q)} training questions "
+                            "after the test articles, none whose first answer equals context[answer_start:][:len(text)]"
+                            f"{' within data.max_paragraph_tokens' if hp.max_paragraph_tokens else ''}); use the "
+                            "official SQuAD v1.1 files (or fix the answer offsets).")
+        if self.skipped:
+            log.warning("%d training questions had no usable answer span and were skipped", self.skipped)
+        self.labeled = [usable[i] for i in labeled_subset(len(usable), hp.label_rate, n_original, hp.seed).tolist()]
+        self._train_pool = usable
+        self.splits = {"dev": [self._labeled_item(q, cache, True) for q in dev_q],
+                       "test": [self._labeled_item(q, cache, True) for q in test_q]}
+        if not self.splits["dev"] or not self.splits["test"]:
+            raise DataError(f"{root}: the dev file or the held-out test articles hold no question.")
+        if hp.unlabeled:
+            self.unlabeled = self._read_unlabeled(self._unlabeled_file(root), cache)
+        self._build_vocab()
+        self.n_original = n_original
+        log.info("GDAN data: %d training questions (file), L = %d (rate %.2f), test %d, dev %d, U %d pairs; "
+                 "|V_D| = %d, |V_G| = %d", n_original, len(self.labeled), hp.label_rate, len(self.splits["test"]),
+                 len(self.splits["dev"]), len(self.unlabeled), len(self.vocab), self.g_vocab_size)
+
+    def _read_unlabeled(self, path: Path, cache: dict[str, int]) -> list[Item]:
+        hp = self.hparams
+        rng = np.random.default_rng(hp.split_seed + 7919)  # U is one fixed set across runs, like the thesis' 50K
+        rows: list[UnlabeledParagraph] = read_unlabeled(path)
+        items = []
+        for row in rows:
+            answers = sample_answers(row.answers, hp.answers_per_paragraph, rng)
+            pid = self._passage(row.context, cache)
+            for a in answers:
+                span = self._span(pid, a.start, a.text)
+                if span is not None:
+                    items.append(Item(pid, *span))
+        if not items:
+            raise DataError(f"{path}: no unlabelled answer lies within data.max_paragraph_tokens="
+                            f"{hp.max_paragraph_tokens}.")
+        if hp.unlabeled_size is not None and hp.unlabeled_size < len(items):
+            keep = np.random.default_rng(hp.split_seed + 104729).choice(len(items), hp.unlabeled_size, replace=False)
+            keep = np.sort(keep)
+            items = [items[i] for i in keep.tolist()]
+        return items
+
+    def _build_vocab(self) -> None:
+        """G's words from L (its questions and distinct paragraphs). D's: G's words, then
+
+        * ``d_vocab_from=all`` (default): every other word of the text read, all splits -- as the GA reader's own
+          preprocessing does (bdhingra/ga-reader utils/DataPreprocessor.py builds its dictionary from the training,
+          validation and test files). Only words of L and U ever get a gradient; a word seen only in dev/test keeps
+          its random embedding, which still matches the same word (qe_comm, attention).
+        * ``d_vocab_from=training``: only the words D trains on (L's questions and paragraphs, U's paragraphs); other
+          words are <unk>, and one <unk> matches every other (so U also buys vocabulary coverage)."""
+        hp = self.hparams
+        g_counts: Counter = Counter()
+        for it in self.labeled:
+            g_counts.update(it.question)
+        for pid in sorted({it.passage for it in self.labeled}):
+            g_counts.update(self.passages[pid].words)
+        d_counts: Counter = Counter()
+        if hp.d_vocab_from == "all":
+            for p in self.passages:
+                d_counts.update(p.words)
+            for it in [*self._train_pool, *self.splits["dev"], *self.splits["test"]]:
+                d_counts.update(it.question)
+        else:
+            d_counts.update(g_counts)
+            for pid in sorted({it.passage for it in self.unlabeled} - {it.passage for it in self.labeled}):
+                d_counts.update(self.passages[pid].words)
+        self.vocab, self.g_vocab_size = shared_vocabularies(g_counts, d_counts, hp.g_vocab_min_count, hp.g_vocab_max,
+                                                            hp.d_vocab_min_count, hp.d_vocab_max)
+        for p in self.passages:
+            p.d_ids = self.vocab.ids(p.words)
+            p.g_ext = self._extended(p.words, p.d_ids)
+
+    def _extended(self, words: list[str], d_ids: np.ndarray) -> np.ndarray:
+        """G's extended ids: a word of G's vocabulary keeps its id, any other word gets a slot per distinct word."""
+        slots: dict[str, int] = {}
+        ext = d_ids.copy()
+        for i, (w, d) in enumerate(zip(words, d_ids.tolist())):
+            if d >= self.g_vocab_size or d == UNK:
+                ext[i] = self.g_vocab_size + slots.setdefault(w, len(slots))
+        return ext
+
+    def _g_target(self, question: list[str], passage: Passage) -> np.ndarray:
+        """MLE target ids: in-vocabulary words, OOV words of the paragraph by their copy slot, else <unk>; <eos>."""
+        words = question[:self.hparams.g_max_question_tokens - 1]
+        ids = self.vocab.ids(words)
+        slot = {w: int(e) for w, e in zip(passage.words, passage.g_ext.tolist()) if e >= self.g_vocab_size}
+        out = [d if (d < self.g_vocab_size and d != UNK) else slot.get(w, UNK) for w, d in zip(words, ids.tolist())]
+        return np.array(out + [EOS], dtype=np.int64)
+
+    # ------------------------------------------------------------------------------------------------ batches
+    def collate(self, items: list[Item], with_question: bool, evaluation: bool = False) -> dict[str, Any]:
+        ps = [self.passages[it.passage] for it in items]
+        width = max(1, max(len(p.words) for p in ps))
+        n = len(items)
+        p_ids = torch.full((n, width), PAD, dtype=torch.long)
+        g_ext = torch.full((n, width), PAD, dtype=torch.long)
+        for r, p in enumerate(ps):
+            p_ids[r, :len(p.words)] = torch.from_numpy(p.d_ids)
+            g_ext[r, :len(p.words)] = torch.from_numpy(p.g_ext)
+        lengths = torch.tensor([len(p.words) for p in ps])
+        out: dict[str, Any] = {"p_ids": p_ids, "p_mask": torch.arange(width)[None, :] < lengths[:, None],
+                               "start": torch.tensor([it.start for it in items]),
+                               "end": torch.tensor([it.end for it in items]),
+                               "g_p_ext": g_ext, "g_p_ids": g_ext.masked_fill(g_ext >= self.g_vocab_size, UNK)}
+        if with_question:
+            qs = [self.vocab.ids(it.question) for it in items]
+            out["q_ids"], out["q_mask"] = _pad([torch.from_numpy(q) for q in qs])
+            targets = [torch.from_numpy(self._g_target(it.question, p)) for it, p in zip(items, ps)]
+            out["g_q_ids"], out["g_q_mask"] = _pad(targets)
+        if evaluation:
+            offsets = torch.zeros(n, width, 2, dtype=torch.long)
+            for r, p in enumerate(ps):
+                offsets[r, :len(p.words)] = torch.from_numpy(p.offsets)
+            out.update(qid=[it.qid for it in items], context=[p.context for p in ps], offsets=offsets,
+                       answers=[it.golds for it in items])
+        return out
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(_Stream(self, self.next_position), batch_size=None)
+
+    # Count a training batch when Lightning hands it to the step, not when it is prefetched (``next_position`` is what
+    # a checkpoint records): the semi-supervised image streams' bookkeeping, shared as is.
+    on_before_batch_transfer = SSLImageDataModule.on_before_batch_transfer
+
+    def _eval_loader(self, split: str) -> DataLoader:
+        return DataLoader(_Items(self.splits[split]), batch_size=self.hparams.eval_batch_size,
+                          collate_fn=lambda items: self.collate(items, with_question=True, evaluation=True))
+
+    def val_dataloader(self) -> DataLoader:
+        return self._eval_loader("dev")
+
+    def test_dataloader(self) -> DataLoader:
+        return self._eval_loader("test")
+
+    def gold(self, split: str) -> list[dict]:
+        """``split``'s questions as a SQuAD ``data`` list (ids and gold texts) for genlab.metrics.squad_eval."""
+        qas = [{"id": it.qid, "answers": [{"text": t} for t in it.golds]} for it in self.splits[split]]
+        return [{"paragraphs": [{"qas": qas}]}]
+
+    def random_span_predictions(self, split: str, seed: int = 0, max_len: int = 15) -> dict[str, str]:
+        """A uniformly random legal span (start uniform, length uniform in 1..max_len, cut at the paragraph end)
+        per question: the chance level of check 23 (a)."""
+        rng = np.random.default_rng(seed)
+        preds = {}
+        for it in self.splits[split]:
+            p = self.passages[it.passage]
+            j = int(rng.integers(len(p.words)))
+            k = min(len(p.words) - 1, j + int(rng.integers(max_len)))
+            preds[it.qid] = p.context[p.offsets[j, 0]:p.offsets[k, 1]]
+        return preds
+
+    # ------------------------------------------------------------------------------------------------ run record
+    @property
+    def has_unlabeled(self) -> bool:
+        return bool(self.unlabeled)
+
+    def model_overrides(self) -> dict[str, Any]:
+        sizes: dict[str, Any] = {"reader": {"vocab_size": len(self.vocab)}}
+        if self.hparams.generator_vocab:
+            sizes["generator"] = {"vocab_size": self.g_vocab_size}
+        return sizes
+
+    def identity(self) -> dict[str, Any]:
+        digest = hashlib.sha256("\n".join(self.vocab.words).encode()).hexdigest()[:16]
+        return {"dataset": f"squad1.1-{self.hparams.mini}" if self.hparams.source == "mini" else "squad1.1",
+                "label_rate": self.hparams.label_rate, "n_labeled": len(self.labeled),
+                "n_unlabeled": len(self.unlabeled), "vocab_digest": digest, "vocab_size": len(self.vocab),
+                "g_vocab_size": self.g_vocab_size}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"next_position": self.next_position}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.next_position = int(state.get("next_position", 0))
+
+
+def _pad(seqs: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    ids = torch.nn.utils.rnn.pad_sequence(seqs, batch_first=True, padding_value=PAD)
+    lengths = torch.tensor([len(s) for s in seqs])
+    return ids, torch.arange(ids.shape[1])[None, :] < lengths[:, None]

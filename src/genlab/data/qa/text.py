@@ -1,0 +1,90 @@
+"""GDAN's word tokenizer and vocabularies (spec gdan.md §3.1, §3.3).
+
+Tokens are the regex ``\\w+|[^\\w\\s]`` over the original string, each with its character span, so a predicted token
+span is cut from the original context (numbers and case intact). Vocabulary lookups use a normalised view:
+lower-cased, every digit replaced by ``0`` ("CO2" -> "co0", "1990" -> "0000"), as the thesis' samples show.
+
+Vocabularies share their ids: D's list starts with G's (specials, then G's words), so a G id is the same word's D id
+and no map is needed between the two models. G's words are those of L (questions and paragraphs) seen at least
+twice, capped (spec §3.3); D adds the other words of its training text (L and U paragraphs).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from genlab.data.finetune.squad_align import Paragraph, char_to_piece_span
+
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+_DIGIT = re.compile(r"\d")
+SPECIALS = ("<pad>", "<unk>", "<bos>", "<eos>")  # ids 0..3 in both vocabularies (models' pad/unk/bos/eos ids)
+PAD, UNK, BOS, EOS = range(4)
+
+
+@dataclass(frozen=True)
+class TextNorm:
+    """The normalised view used for lookups (``text.lowercase``, ``text.digits_to_zero`` of the spec)."""
+
+    lowercase: bool = True
+    digits_to_zero: bool = True
+
+    def __call__(self, token: str) -> str:
+        token = token.lower() if self.lowercase else token
+        return _DIGIT.sub("0", token) if self.digits_to_zero else token
+
+
+def tokenize(text: str, norm: TextNorm = TextNorm()) -> tuple[list[str], np.ndarray]:
+    """(normalised tokens, [n, 2] character start/end of each token in ``text``)."""
+    words, spans = [], []
+    for m in _TOKEN.finditer(text):
+        words.append(norm(m.group()))
+        spans.append(m.span())
+    return words, np.array(spans, dtype=np.int64).reshape(-1, 2)
+
+
+def token_span(offsets: np.ndarray, start: int, end: int) -> tuple[int, int] | None:
+    """Smallest token span (first, last) covering characters [start, end); None if no token does (spec §5.1).
+    The finetuning suite's alignment, with our tokens as its pieces."""
+    if not len(offsets):
+        return None
+    return char_to_piece_span(Paragraph([0] * len(offsets), offsets[:, 0], offsets[:, 1]), start, end)
+
+
+class Vocabulary:
+    """Word -> id with the four specials first; unknown words map to ``<unk>``."""
+
+    def __init__(self, words: Iterable[str]) -> None:
+        self.words = list(SPECIALS) + [w for w in words if w not in SPECIALS]
+        self.index = {w: i for i, w in enumerate(self.words)}
+        if len(self.index) != len(self.words):
+            raise ValueError("vocabulary words must be distinct")
+
+    def __len__(self) -> int:
+        return len(self.words)
+
+    def ids(self, tokens: Iterable[str]) -> np.ndarray:
+        get = self.index.get
+        return np.array([get(t, UNK) for t in tokens], dtype=np.int64)
+
+
+def frequent(counts: Counter, min_count: int, max_size: int | None) -> list[str]:
+    """Words seen at least ``min_count`` times, most frequent first (ties alphabetical, so the order is stable)."""
+    kept = sorted((w for w, c in counts.items() if c >= min_count and w not in SPECIALS),
+                  key=lambda w: (-counts[w], w))
+    return kept[:max_size] if max_size else kept
+
+
+def shared_vocabularies(g_counts: Counter, d_counts: Counter, g_min_count: int = 2, g_max_size: int | None = 30000,
+                        d_min_count: int = 2, d_max_size: int | None = None) -> tuple[Vocabulary, int]:
+    """(D's vocabulary, size of G's): G's words (from L) come first, so G's vocabulary is D's first ids."""
+    g_words = frequent(g_counts, g_min_count, g_max_size)
+    known = set(g_words)
+    rest = [w for w in frequent(d_counts, d_min_count, None) if w not in known]
+    if d_max_size is not None:
+        rest = rest[:max(0, d_max_size - len(SPECIALS) - len(g_words))]
+    return Vocabulary(g_words + rest), len(SPECIALS) + len(g_words)

@@ -1,0 +1,47 @@
+"""A run the machine cannot hold stops before training with the estimate and the keys to change (exit 2)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from cli.test_quiet_start import TINY, _run
+from omegaconf import OmegaConf
+
+from genlab.cli.memory import GB, activation_bytes, check_memory, estimate
+from genlab.errors import ConfigError
+
+
+def _cfg(batch: int, seq: int = 64, **model):
+    model = {"d_model": 32, "n_layer": 2, "n_head": 2, "mem_len": 16, **model}
+    return OmegaConf.create({"model": model, "data": {"batch_size": batch, "tgt_len": seq},
+                             "trainer": {"accelerator": "cpu"}})
+
+
+def test_estimate_counts_weights_optimiser_and_activations():
+    net = torch.nn.Linear(10, 10)  # 110 parameters
+    est = estimate(_cfg(4), net)
+    assert est.weights_bytes == 8 * 110 and est.optimizer_bytes == 8 * 110
+    # per layer 2 b s (34 h + 5 a (s + m)), 2 layers
+    assert est.activation_bytes == 2 * 2 * 4 * 64 * (34 * 32 + 5 * 2 * (64 + 16))
+    assert activation_bytes(OmegaConf.create({"model": {"n_hid": 3}, "data": {"batch_size": 4}})) is None
+
+
+def test_absurd_batch_stops_with_estimate_and_keys():
+    with pytest.raises(ConfigError) as err:
+        check_memory(_cfg(10**9), torch.nn.Linear(10, 10), available=16 * GB)
+    message = str(err.value)
+    assert "GB" in message and "data.batch_size" in message and "16.0 GB is available" in message
+
+
+def test_a_run_that_fits_passes():
+    assert check_memory(_cfg(4), torch.nn.Linear(10, 10), available=16 * GB).total_bytes < GB
+
+
+def test_cli_absurd_batch_exits_2_before_training(tmp_path):
+    # 10 layers x 1000 streams x 1000 tokens: about 200 GB of activations by the estimate
+    overrides = [o for o in TINY if not o.startswith("data.batch_size")]
+    result = _run(tmp_path, *overrides, "data.batch_size=1000", "data.tgt_len=1000", "model.n_layer=10",
+                  f"hydra.run.dir={tmp_path / 'run'}")
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "only" in result.stderr and "GB is available" in result.stderr and "data.batch_size" in result.stderr
+    assert "Steps:" not in result.stdout + result.stderr  # stopped before training

@@ -1,0 +1,107 @@
+"""GPT finetuning DataModules: the suite's readers and splits with GPT's input transformations (spec gpt.md §2.5:
+``<s> x <e>``, ``<s> p $ h <e>``, both orders for similarity, one sequence per choice, Story Cloze's per-part cut),
+right padding per batch, and a training order that resumes mid-epoch."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from genlab.data.finetune import glue
+from genlab.data.finetune.gpt_datamodules import (
+    EpochShuffle,
+    GPTClassificationDataModule,
+    GPTRaceDataModule,
+    GPTStoryClozeDataModule,
+)
+from genlab.data.finetune.gpt_transforms import SpecialTokens
+from genlab.errors import DataError
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("gpt_dm_cache"))
+
+
+def setup(dm):
+    dm.prepare_data()
+    dm.setup("fit")
+    return dm
+
+
+def test_single_sentences_become_start_text_extract(cache):
+    dm = setup(GPTClassificationDataModule("sst2", source="mini", cache_dir=cache, vocab_size=300, max_seq_len=48))
+    sp = SpecialTokens.after_vocab(dm.tokenizer.vocab_size)
+    first = glue.read_split(dm.glue_task, dm.root, dm.glue_task.train)[0]
+    assert dm.splits["train"].tokens[0] == [sp.start, *dm.tokenizer.encode(first.text_a)[:46], sp.extract]
+    batch = next(iter(dm.val_dataloader()[0]))
+    ends = batch["lm_mask"].sum(-1) - 1
+    assert torch.equal(batch["input_ids"].gather(1, ends[:, None])[:, 0], torch.full_like(ends, sp.extract))
+    assert batch["input_ids"].shape[1] == int(batch["lm_mask"].sum(-1).max())  # padded to the longest row only
+    assert set(dm.test_split_names()) == {"dev", "SST-2"}
+    unlabelled = next(iter(dm.test_dataloader()[1]))
+    assert "labels" not in unlabelled
+
+
+def test_pairs_are_entailment_or_both_orders(cache):
+    one = setup(GPTClassificationDataModule("mrpc", source="mini", cache_dir=cache, vocab_size=500, max_seq_len=256))
+    both = setup(GPTClassificationDataModule("mrpc", source="mini", cache_dir=cache, vocab_size=500, max_seq_len=256,
+                                             layout="gpt_both_orders"))
+    sp = SpecialTokens.after_vocab(one.tokenizer.vocab_size)
+    ex = glue.read_split(one.glue_task, one.root, one.glue_task.train)[0]
+    a, b = one.tokenizer.encode(ex.text_a), one.tokenizer.encode(ex.text_b)
+    assert one.splits["train"].tokens[0] == [sp.start, *a, sp.delimiter, *b, sp.extract]
+    assert both.splits["train"].tokens[0] == [[sp.start, *a, sp.delimiter, *b, sp.extract],
+                                              [sp.start, *b, sp.delimiter, *a, sp.extract]]
+    batch = next(iter(both.train_dataloader()))
+    assert batch["input_ids"].shape[:2] == (both.batch_size, 2) and batch["lm_mask"].shape == batch["input_ids"].shape
+    with pytest.raises(DataError, match="needs sentence pairs"):
+        setup(GPTClassificationDataModule("sst2", source="mini", cache_dir=cache, vocab_size=300,
+                                          layout="gpt_both_orders"))
+
+
+def test_race_gives_one_sequence_per_option_with_the_same_document_prefix(cache):
+    dm = setup(GPTRaceDataModule(source="mini", cache_dir=cache, vocab_size=800, max_seq_len=64, batch_size=3))
+    sp = SpecialTokens.after_vocab(dm.tokenizer.vocab_size)
+    choices = dm.data["train"].tokens[0]
+    assert len(choices) == 4 and all(len(c) <= 64 and c[0] == sp.start and c[-1] == sp.extract for c in choices)
+    prefixes = {tuple(c[: c.index(sp.delimiter)]) for c in choices}
+    assert len({p[:10] for p in prefixes}) == 1  # every option reads the same document first
+    batch = next(iter(dm.train_dataloader()))
+    assert batch["input_ids"].shape[:2] == (3, 4) and set(batch) >= {"labels", "level", "qid", "lm_mask"}
+
+
+def test_story_cloze_cuts_story_and_ending_to_half_the_context(cache):
+    dm = setup(GPTStoryClozeDataModule(source="mini", cache_dir=cache, vocab_size=800, max_seq_len=24, n_dev=100))
+    sp, part = SpecialTokens.after_vocab(dm.tokenizer.vocab_size), 24 // 2 - 2
+    for pair in dm.data["train"].tokens[:50]:
+        for seq in pair:
+            d = seq.index(sp.delimiter)
+            assert seq[0] == sp.start and seq[-1] == sp.extract and d - 1 <= part and len(seq) - d - 2 <= part
+    assert len(dm.data["dev"]) == 100
+    assert next(iter(dm.test_dataloader()))["input_ids"].shape[1] == 2
+
+
+def test_training_order_resumes_mid_epoch_from_the_checkpointed_position(cache):
+    order = EpochShuffle(10, seed=3)
+    first, second = list(order), list(order)
+    assert sorted(first) == list(range(10)) and first != second  # a new permutation each epoch
+    dm = setup(GPTClassificationDataModule("sst2", source="mini", cache_dir=cache, vocab_size=300, batch_size=8,
+                                           seed=5))
+    dm.trainer = SimpleNamespace(training=True)
+    loader = dm.train_dataloader()
+    for batch in loader:  # one epoch and three batches of the next
+        dm.on_before_batch_transfer(batch, 0)
+    for _, batch in zip(range(3), loader):
+        dm.on_before_batch_transfer(batch, 0)
+    state = dm.state_dict()
+    assert state == {"epoch": 1, "consumed": 24}
+    fresh = setup(GPTClassificationDataModule("sst2", source="mini", cache_dir=cache, vocab_size=300, batch_size=8,
+                                              seed=5))
+    fresh.load_state_dict(state)
+    resumed = next(iter(fresh.train_dataloader()))["index"]
+    expected = EpochShuffle(len(dm.splits["train"]), 5)
+    list(expected)
+    assert torch.equal(resumed, torch.tensor(list(expected)[24:32]))

@@ -1,0 +1,32 @@
+"""The Table 2.7 (One Billion Word ablation) preset builds the seed's "about 0.3B" model with the LM1B projection
+setting (TXL spec §3.5, §2.9), counted on the meta device at the real vocabulary size."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from presets_snapshot import composed_preset  # noqa: E402
+
+LM1B_VOCAB = 793_471  # lines of 1b_word_vocab.txt (spec §4: ≈793K types, <S>, </S>, <UNK> included)
+
+
+def paper_model(preset: str):
+    cfg = OmegaConf.create(composed_preset(preset))
+    with torch.device("meta"):
+        return instantiate(cfg.model, vocab_size=LM1B_VOCAB)
+
+
+def test_lm1b_ablation_model_is_about_0_3b_with_no_bin0_projection():
+    model = paper_model("txl_lm1b_ablation")
+    assert model.num_parameters() == 299_108_210
+    # proj_same_dim=false: bin 0 (1024 wide = d_model) has no projection; base (proj_same_dim true) has one more
+    base = paper_model("txl_lm1b_base")
+    assert base.num_parameters() == 469_059_442  # seed Table 2.4: 0.46B
+    d, d_inner_gap = 1024, 2 * 1024 * (6144 - 2048) + (6144 - 2048)
+    assert base.num_parameters() - model.num_parameters() == 20 * d_inner_gap + 2 * d * d

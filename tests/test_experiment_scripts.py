@@ -1,0 +1,216 @@
+"""Every script under experiments/ runs: ``--help`` exits 0 (all scripts, found by glob, so a new one is covered),
+and each analysis script does a tiny real run on real (short) training runs or minis.
+
+A new script must also be listed in ``TINY_RUNS`` (with its test) or ``HELP_ONLY`` (with the reason), so that
+whether it gets a real run is decided, not forgotten. About 90 s on one core.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "experiments").rglob("*.py"))
+
+# script -> the test below that runs it for real
+TINY_RUNS = {
+    "experiments/bad_gan/ablation_directions.py": "test_ablation_directions_reads_a_bad_gan_run",
+    "experiments/cegan/figures.py": "test_cegan_figures_from_a_2d_run",
+    "experiments/cegan/linear_probe.py": "test_cegan_linear_probe_one_seed_one_epoch",
+    "experiments/mos_rank/rank.py": "test_mos_rank_of_a_trained_run",
+    "experiments/perf/cpu_bf16.py": "test_cpu_bf16_benchmark_runs_tiny",
+    "experiments/mos_rank/synthetic_demo.py": "test_mos_synthetic_demo_small",
+    "experiments/planetoid/baselines.py": "test_planetoid_baselines_on_the_synthetic_mini",
+    "experiments/transformer_xl/recl.py": "test_txl_recl_of_a_few_step_run",
+    "experiments/xlnet_race/baselines.py": "test_race_baselines_on_the_mini",
+    "experiments/xlnet_squad/baselines.py": "test_squad_baselines_on_the_minis",
+    "experiments/gpt/runtimes.py": "test_gpt_runtimes_of_finished_runs",
+    "experiments/gpt/unigram_baseline.py": "test_gpt_unigram_baseline_on_a_small_corpus",
+}
+BENCHMARK = "a benchmark: timings are not tests (CONTRIBUTING); run it alone and read its ratios"
+HELP_ONLY = {
+    "experiments/perf/attention_paths.py": BENCHMARK,
+    "experiments/perf/funnel_flops.py": BENCHMARK + " (its --tiny run is tests/test_funnel_flops.py)",
+    "experiments/perf/gemm_rate.py": BENCHMARK,
+    "experiments/perf/lm_data_load.py": BENCHMARK,
+    "experiments/perf/mos_cost.py": BENCHMARK,
+    "experiments/perf/scaling.py": BENCHMARK + " (spawns 2-process DDP and FSDP2 groups)",
+    "experiments/perf/squad_alignment.py": BENCHMARK,
+    "experiments/perf/txl_eval_speed.py": BENCHMARK,
+    "experiments/perf/txl_throughput.py": BENCHMARK,
+    "experiments/perf/xlnet_mfu.py": BENCHMARK,
+    "experiments/perf/xlnet_throughput.py": BENCHMARK,
+    "experiments/xlnet_text_classification/baselines.py": "rebuilds the seven minis' tokenizers in a temporary "
+                                                          "cache on every run (over 20 s)",
+    "experiments/gpt/zero_shot.py": "needs GPT checkpoints; its real run is tests/analysis/test_gpt_zero_shot.py::"
+                                    "test_the_script_scores_every_checkpoint_of_a_pretraining_run",
+}
+
+# Runs each script as ``python <script> --help`` in one child process (sys.argv, sys.path[0] and __main__ as for a
+# real start), so the imports are paid once instead of once per script.
+HELP_DRIVER = """
+import contextlib, io, json, runpy, sys, traceback
+results = {}
+for script in sys.argv[1:]:
+    out, code = io.StringIO(), None
+    sys.argv, sys.path[0] = [script, "--help"], str(__import__("pathlib").Path(script).resolve().parent)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            runpy.run_path(script, run_name="__main__")
+    except SystemExit as stop:
+        code = stop.code or 0
+    except BaseException:
+        code, out = "raised", io.StringIO(traceback.format_exc())
+    results[script] = {"code": code, "output": out.getvalue()[:2000]}
+print("RESULTS" + json.dumps(results))
+"""
+
+
+def env() -> dict[str, str]:
+    path = os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled",
+            "GENLAB_OFFLINE": "1", "MPLBACKEND": "Agg"}
+
+
+def run(args: list[str], timeout: int = 300, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, *args], cwd=ROOT, env=env(), capture_output=True, text=True, check=False,
+                          timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(args)} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n"
+                             f"{proc.stderr[-3000:]}")
+    return proc
+
+
+def train(tmp: Path, preset: str, *overrides: str) -> Path:
+    """A short run of ``preset`` through train.py, into ``tmp``; its run directory."""
+    run(["train.py", f"experiment={preset}", "seed=0", "logger=csv", "trainer.enable_progress_bar=false",
+         *overrides, f"hydra.run.dir={tmp}"])
+    return tmp
+
+
+@pytest.fixture(scope="module")
+def help_results() -> dict:
+    proc = run(["-c", HELP_DRIVER, *SCRIPTS], timeout=600)
+    return json.loads(proc.stdout.split("RESULTS", 1)[1])
+
+
+def test_every_script_is_classified():
+    unclassified = set(SCRIPTS) - set(TINY_RUNS) - set(HELP_ONLY)
+    assert not unclassified, f"add {sorted(unclassified)} to TINY_RUNS (with a test) or HELP_ONLY (with a reason)"
+    stale = (set(TINY_RUNS) | set(HELP_ONLY)) - set(SCRIPTS)
+    assert not stale, f"{sorted(stale)} no longer exist"
+    assert all(name in globals() for name in TINY_RUNS.values())
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_help_exits_zero(script, help_results):
+    result = help_results[script]
+    assert result["code"] == 0 and "usage:" in result["output"], f"{script} --help: {result}"
+
+
+def test_mos_synthetic_demo_small():
+    out = run(["experiments/mos_rank/synthetic_demo.py", "--vocab", "20", "--topics", "2", "--block", "5",
+               "--contexts", "30", "--steps", "20", "--dims", "2"]).stdout
+    assert "rank of log P" in out and "| 2 |" in out
+
+
+def test_mos_rank_of_a_trained_run(tmp_path):
+    run_dir = train(tmp_path / "mos", "mos_ptb_mini", "trainer.max_epochs=1", "trainer.limit_train_batches=5",
+                    "trainer.limit_val_batches=2", "trainer.limit_test_batches=1")
+    out = run(["experiments/mos_rank/rank.py", str(run_dir), "--split", "valid", "--max-tokens", "80"]).stdout
+    result = json.loads(out.strip().splitlines()[-1])
+    assert Path(result["checkpoint"]).name.startswith("best") and result["contexts"] == 80
+    assert 0 < result["rank"] <= 80 and result["softmax_bound_d_plus_2"] == result["emsize"] + 2
+
+
+def test_txl_recl_of_a_few_step_run(tmp_path):
+    run_dir = train(tmp_path / "txl", "txl_mini", "trainer.max_steps=3", "trainer.val_check_interval=3",
+                    "trainer.limit_val_batches=1", "trainer.limit_test_batches=1", "model.n_layer=2",
+                    "model.d_model=32", "model.d_head=8", "model.d_inner=64")
+    out = run(["experiments/transformer_xl/recl.py", "--model", f"txl={run_dir}", "--model", f"capped={run_dir}:12",
+               "--split", "valid", "--tokens", "30", "--c0", "8", "--delta", "8", "--c-max", "24",
+               "--out", str(tmp_path / "recl.json")]).stdout
+    result = json.loads((tmp_path / "recl.json").read_text())
+    assert result["contexts"] == [8, 16, 24] and result["tokens"] == 30 and "| capped |" in out
+    assert set(result["recl"]) == {"txl", "capped"} and result["recl"]["capped"]["0.1"] <= 12
+    assert all(v in (8, 16, 24) for v in result["recl"]["txl"].values())
+
+
+def test_cegan_linear_probe_one_seed_one_epoch(tmp_path):
+    run(["experiments/cegan/linear_probe.py", "--seeds", "0", "--epochs", "1", "--variants", "egan_const",
+         "--out", str(tmp_path), "--runs", str(tmp_path / "runs")])
+    table = (tmp_path / "table_b3.md").read_text()
+    assert "| | egan_const | random |" in table and "--variants egan_const" in table
+    assert (tmp_path / "runs" / "table_b3" / "egan_const" / "0" / "checkpoints" / "last.ckpt").is_file()
+
+
+def test_cegan_figures_from_a_2d_run(tmp_path):
+    run_dir = train(tmp_path / "run", "cegan_gmm4_mini", "trainer.max_epochs=1", "trainer.limit_train_batches=3",
+                    "trainer.limit_val_batches=0", "test_after_fit=false")
+    run(["experiments/cegan/figures.py", str(run_dir), "--out", str(tmp_path / "fig")])
+    assert (tmp_path / "fig" / "energy_cegan_gmm4_mini_s0.png").is_file()
+
+
+def test_ablation_directions_reads_a_bad_gan_run(tmp_path):
+    """One short FM run compared with itself: every regulariser direction fails, so the script exits 1."""
+    run_dir = train(tmp_path / "fm", "bad_gan_mnist_fm_mini", "trainer.max_steps=4", "trainer.val_check_interval=2",
+                    "trainer.check_val_every_n_epoch=null", "trainer.log_every_n_steps=1", "test_after_fit=false")
+    proc = run(["experiments/bad_gan/ablation_directions.py", "--fm", str(run_dir), "--pt", str(run_dir), "--ent",
+                str(run_dir), "--window", "0", "10", "--out", str(tmp_path)], check=False)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    table = (tmp_path / "ablation_directions.md").read_text()
+    assert table.count("| NO |") == 2 and "logged steps 0-10" in table
+
+
+def test_planetoid_baselines_on_the_synthetic_mini(tmp_path):
+    train(tmp_path / "run", "planetoid_t_cora_mini", "data.steps=1", "data.warmup_label_iters=0",
+          "data.warmup_graph_iters=0", "test_after_fit=false", f"paths.cache_dir={tmp_path / 'cache'}")
+    folder = next((tmp_path / "cache").rglob("ind.synth.x")).parent
+    out = run(["experiments/planetoid/baselines.py", "--path", str(folder), "--datasets", "synth", "--seeds", "1",
+               "--graphemb-batches", "5"]).stdout
+    assert "synth" in out
+
+
+def test_race_baselines_on_the_mini():
+    out = run(["experiments/xlnet_race/baselines.py"]).stdout
+    assert "| test | in article | 1.0000 | 1.0000 | 1.0000 |" in out
+
+
+def test_squad_baselines_on_the_minis():
+    out = run(["experiments/xlnet_squad/baselines.py"]).stdout
+    assert "SQuAD 2.0 mini dev: 992 questions, 330 unanswerable" in out and "string match EM 100.0" in out
+
+
+def test_cpu_bf16_benchmark_runs_tiny():
+    """A smoke run only (tiny dims, one step): the benchmark's timings are not tests."""
+    out = run(["experiments/perf/cpu_bf16.py", "--tiny", "--steps", "1", "--warmup", "0", "--n-layer", "1",
+               "--cases", "txl_wt103", "xlnet_base"]).stdout
+    assert out.count("bf16/fp32 speed ratio:") == 2 and "bf16 GEMM rate" in out and "loss difference" in out
+    assert "ours/HF in bf16 autocast:" in out
+
+
+def test_gpt_runtimes_of_finished_runs(tmp_path):
+    run_dir = tmp_path / "sweep" / "0"
+    run_dir.mkdir(parents=True)
+    (run_dir / "run.json").write_text(json.dumps({"experiment": "gpt_cola_mini", "start_time": "2026-01-01T00:00:00",
+                                                  "overrides": ["seed=0", "task.lm_coef=0"]}))
+    (run_dir / "metrics.json").write_text(json.dumps({"status": "finished", "end_time": "2026-01-01T00:01:30"}))
+    out = run(["experiments/gpt/runtimes.py", str(tmp_path / "sweep")]).stdout
+    assert "| gpt_cola_mini task.lm_coef=0 | 1 | 90 ± 0 |" in out
+
+
+def test_gpt_unigram_baseline_on_a_small_corpus(tmp_path):
+    words = ["the", "a", "river", "town", "old", "new", "road", "bank", "boat", "house", "green", "red"]
+    for split, n in (("train", 300), ("valid", 30)):
+        (tmp_path / "corpus" / split).mkdir(parents=True)
+        lines = [" ".join(words[(i * 7 + k) % len(words)] for k in range(8)) + "." for i in range(n)]
+        (tmp_path / "corpus" / split / "a.txt").write_text("\n".join(lines))
+    out = run(["experiments/gpt/unigram_baseline.py", "data.corpus=text", f"data.path={tmp_path / 'corpus'}",
+               "data.vocab_size=40", f"data.cache_dir={tmp_path / 'cache'}"]).stdout
+    assert "unigram held-out NLL" in out

@@ -1,0 +1,81 @@
+"""Presets inherit rather than copy: every `_mini` twin includes its paper preset, shared recipes live in base presets
+(conf/experiment/base/), and every preset still composes to the config recorded in
+tests/fixtures/presets_resolved.json (regenerate with ``python tests/presets_snapshot.py`` only for a deliberate
+change, and say which presets it changes and why in the commit message)."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from omegaconf import OmegaConf
+
+from presets_snapshot import EXPERIMENT_DIR, composed_preset, differences, flatten, load_fixture, preset_names
+
+BASE_DIR = EXPERIMENT_DIR / "base"
+NAMES = preset_names()
+MINIS_WITH_PAPER = [n for n in NAMES if n.endswith("_mini") and n.removesuffix("_mini") in NAMES]
+
+
+@pytest.fixture(scope="module")
+def fixture_configs():
+    return load_fixture()
+
+
+def included_presets(path) -> list[str]:
+    """The experiment configs a preset's defaults list includes (``- name``, ``- base/name``,
+    ``- /experiment/name@_here_`` ...), as paths relative to conf/experiment (an entry of a base preset is relative to
+    base/); group overrides are not includes."""
+    defaults = yaml.safe_load(path.read_text()).get("defaults", [])
+    names = []
+    for entry in defaults:
+        if not isinstance(entry, str) or entry == "_self_":
+            continue
+        name = entry.split("@")[0]
+        if name.startswith("/"):
+            assert name.startswith("/experiment/"), f"{path.name}: {entry!r} is not an experiment config"
+            name = name.removeprefix("/experiment/")
+        elif path.parent == BASE_DIR:
+            name = f"base/{name}"
+        names.append(name)
+    return names
+
+
+def test_fixture_lists_every_preset(fixture_configs):
+    assert sorted(fixture_configs) == NAMES
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_preset_composes_as_recorded(name, fixture_configs):
+    if name not in fixture_configs:
+        pytest.fail(f"experiment={name} is new: record it with python tests/presets_snapshot.py")
+    diff = differences(fixture_configs[name], composed_preset(name))
+    assert not diff, (f"experiment={name} composes differently from tests/fixtures/presets_resolved.json "
+                      "(first differing keys):\n" + "\n".join(diff))
+
+
+@pytest.mark.parametrize("name", MINIS_WITH_PAPER)
+def test_mini_includes_its_paper_preset(name):
+    assert name.removesuffix("_mini") in included_presets(EXPERIMENT_DIR / f"{name}.yaml")
+
+
+def test_every_base_preset_is_used_and_is_not_runnable():
+    """A base preset lives only under base/ (so tests/test_experiments.py does not run it alone) and something
+    includes it."""
+    bases = sorted(p.stem for p in BASE_DIR.glob("*.yaml"))
+    assert bases, "no base presets found"
+    used = {name for path in [*EXPERIMENT_DIR.glob("*.yaml"), *BASE_DIR.glob("*.yaml")]
+            for name in included_presets(path)}
+    assert [b for b in bases if f"base/{b}" not in used] == []
+    assert sorted(set(bases) & set(NAMES)) == [], "a base preset must not share a runnable preset's name"
+
+
+def test_command_line_overrides_win_over_an_inherited_mini(compose_cfg):
+    """`experiment=<mini>` keeps the mini's values over its paper preset's, and command-line overrides change exactly
+    the keys they name."""
+    def flat(overrides):
+        return flatten(OmegaConf.to_container(compose_cfg(["experiment=xlnet_cola_mini", *overrides]), resolve=False))
+
+    plain, overridden = flat([]), flat(["model.n_layer=6", "trainer.max_steps=7"])
+    assert plain["model.n_layer"] != 6 and plain["trainer.max_steps"] != 7
+    assert {k: v for k, v in overridden.items() if plain.get(k) != v} == {"model.n_layer": 6, "trainer.max_steps": 7}
+    assert plain["data.source"] == "mini" and plain["task.init_from"] is None
