@@ -22,11 +22,16 @@ def paper_model(preset: str):
         return instantiate(cfg.model, vocab_size=LM1B_VOCAB)
 
 
-def test_lm1b_ablation_model_is_about_0_3b_with_no_bin0_projection():
+def test_lm1b_models_have_the_seed_sizes_and_no_bin0_projection():
     model = paper_model("txl_lm1b_ablation")
     assert model.num_parameters() == 299_108_210
-    # proj_same_dim=false: bin 0 (1024 wide = d_model) has no projection; base (proj_same_dim true) has one more
+    # every LM1B preset has proj_same_dim=false: bin 0 (d_model wide) has no projection, so base differs from the
+    # ablation model by the feed-forward width alone
     base = paper_model("txl_lm1b_base")
-    assert base.num_parameters() == 469_059_442  # seed Table 2.4: 0.46B
-    d, d_inner_gap = 1024, 2 * 1024 * (6144 - 2048) + (6144 - 2048)
-    assert base.num_parameters() - model.num_parameters() == 20 * d_inner_gap + 2 * d * d
+    assert base.num_parameters() == 466_962_290  # seed Table 2.4: 0.46B
+    d_inner_gap = 2 * 1024 * (6144 - 2048) + (6144 - 2048)
+    assert base.num_parameters() - model.num_parameters() == 20 * d_inner_gap
+    large = paper_model("txl_lm1b_large")
+    assert large.num_parameters() == 838_078_062  # seed Table 2.4: 0.8B
+    for m in (model, base, large):
+        assert m.word_emb.proj(0) is None and m.crit.proj(0) is None
