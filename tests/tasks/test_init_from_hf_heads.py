@@ -16,6 +16,7 @@ from genlab.interop import hf_bert, hf_xlnet
 from genlab.models.bert import BertForPretraining
 from genlab.models.xlnet import XLNetLMHeadModel
 from genlab.tasks.finetune_classification import SequenceClassificationTask
+from genlab.tasks.finetune_multiple_choice import MultipleChoiceTask
 from genlab.tasks.finetune_span import SpanExtractionTask
 from genlab.tasks.pretrained_heads import PRETRAINING_HEAD
 
@@ -44,7 +45,11 @@ def ours(folder: Path):
 
 
 def classification(folder: Path, n_labels: int = 2) -> SequenceClassificationTask:
-    return SequenceClassificationTask(ours(folder), SGD, None, n_labels=n_labels, init_from=str(folder)).eval()
+    return classification_of(ours(folder), folder, n_labels)
+
+
+def classification_of(model, folder: Path, n_labels: int = 2) -> SequenceClassificationTask:
+    return SequenceClassificationTask(model, SGD, None, n_labels=n_labels, init_from=str(folder)).eval()
 
 
 def xlnet_batch():
@@ -172,3 +177,39 @@ def test_bert_pretraining_pooler_loads_and_nsp_head_is_ignored(tmp_path, caplog)
     assert report.new == ["backbone.bert.pooler.dense.weight", "backbone.bert.pooler.dense.bias",
                           "head.proj.weight", "head.proj.bias"]
     assert not any(k.startswith("cls.seq_relationship") for k in report.ignored)
+
+
+@pytest.mark.parametrize("cls, sizes, batch", [("XLNetForMultipleChoice", XLNET, xlnet_batch),
+                                               ("BertForMultipleChoice", BERT, bert_batch)])
+def test_multiple_choice_heads_load_and_match_hf(tmp_path, cls, sizes, batch):
+    folder = save(tmp_path / cls, cls, **sizes)
+    task = MultipleChoiceTask(ours(folder), SGD, None, n_choices=3, init_from=str(folder)).eval()
+    assert task.init_report.new == [] and task.init_report.ignored == {}
+    ids, seg, mask = (x.unsqueeze(0) for x in batch())  # one question, its 3 options
+    hf = getattr(transformers, cls).from_pretrained(folder).eval()
+    with torch.no_grad():
+        theirs = hf(input_ids=ids, token_type_ids=seg, attention_mask=mask).logits
+        logits = task({"input_ids": ids, "token_type_ids": seg, "attention_mask": mask})
+    torch.testing.assert_close(logits, theirs, atol=1e-5, rtol=1e-5)
+
+
+def test_funnel_sequence_classification_heads_load(tmp_path):
+    from genlab.interop.hf_funnel import config_from_hf
+    from genlab.models.funnel_pretraining import FunnelForMaskedLM
+
+    torch.manual_seed(0)
+    config = transformers.FunnelConfig(vocab_size=V, block_sizes=[2, 1, 1], d_model=32, n_head=2, d_head=16,
+                                       d_inner=64, num_labels=2)
+    hf = transformers.FunnelForSequenceClassification(config)
+    hf.save_pretrained(tmp_path / "funnel-sst")
+    sizes = {k: v for k, v in config_from_hf(hf.config.to_dict()).items() if k != "use_decoder"}
+    # HF pools the padding mask as "all real" (ours by default as the original code: any_real)
+    task = classification_of(FunnelForMaskedLM(**sizes, mask_pool="all_real"), tmp_path / "funnel-sst")
+    assert task.init_report.new == [] and task.init_report.ignored == {}
+    assert torch.equal(task.backbone.summary_proj.weight, hf.classifier.linear_hidden.weight)
+    assert torch.equal(task.head.proj.weight, hf.classifier.linear_out.weight)
+    ids, seg, mask = bert_batch()
+    with torch.no_grad():
+        theirs = hf.eval()(input_ids=ids, token_type_ids=seg, attention_mask=mask).logits
+        logits = task({"input_ids": ids, "token_type_ids": seg, "attention_mask": mask})
+    torch.testing.assert_close(logits, theirs, atol=1e-5, rtol=1e-5)

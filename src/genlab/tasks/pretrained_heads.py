@@ -23,9 +23,11 @@ log = logging.getLogger("genlab")
 
 # HF heads whose parameters are ours by name (after the prefix) and computation (eval mode):
 # XLNetFor{SequenceClassification,MultipleChoice}: tanh summary of <cls> (last) + logits_proj;
-# BertFor{SequenceClassification,MultipleChoice}: classifier on the pooler (the pooler is part of the body).
+# BertFor{SequenceClassification,MultipleChoice}: classifier on the pooler (the pooler is part of the body);
+# FunnelFor{SequenceClassification,MultipleChoice}: tanh projection of [CLS] + linear_out (longest prefix wins).
 SUMMARY_HEADS = {"sequence_summary.": "backbone.sequence_summary.", "logits_proj.": "head.proj.",
-                 "classifier.": "head.proj."}
+                 "classifier.": "head.proj.", "classifier.linear_hidden.": "backbone.summary_proj.",
+                 "classifier.linear_out.": "head.proj."}
 # XLNetForQuestionAnswering: start logits, end logits conditioned on the start, answer class (genlab SpanHead).
 SPAN_HEADS = {"start_logits.": "head.start_logits.", "end_logits.": "head.end_logits.",
               "answer_class.": "head.answer_class."}
