@@ -190,7 +190,7 @@ def evaluate_init_from(cfg: DictConfig) -> dict[str, float]:
             results.update({k: float(v) for k, v in per_loader.items()})
     log_summary(results)
     write_final_metrics(out, results, status="finished")
-    print_summary(f"evaluated {cfg.name} with task.init_from={init_from}", results, out)
+    print_summary(f"evaluated {init_from} (experiment={cfg.name}, no training)", results, out)
     return results
 
 

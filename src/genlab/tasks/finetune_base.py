@@ -86,8 +86,8 @@ def load_pretrained(model: nn.Module, init_from: str, token_level: bool = False
         report = _import_hf_funnel(model, state, path, token_level)
     else:
         report = interop.load_hf_state_dict(model, state, source=f"task.init_from={path}")
-    weights = PretrainedWeights.of(model, str(path), report.loaded, {k: state[k] for k in report.unused if k in state},
-                                   config)
+    # an unused key the importer renamed (TF LayerNorm names) has no tensor here: still reported, as ignored
+    weights = PretrainedWeights.of(model, str(path), report.loaded, {k: state.get(k) for k in report.unused}, config)
     tokenizer = _shipped_tokenizer(path)
     if tokenizer is None:
         return {}, weights
@@ -128,7 +128,7 @@ def _load_funnel_body(model: nn.Module, state: dict[str, torch.Tensor], init_fro
 def _import_hf_funnel(model: nn.Module, state: dict[str, torch.Tensor], path: Path, token_level: bool):
     """An HF Funnel checkpoint into the body: a checkpoint without a decoder (``FunnelBaseModel``, the hub's
     ``-base`` variants, sequence classification) fits when the task does not need the decoder, which is then
-    dropped; the HF task heads are reported unused (the Funnel tasks start their own)."""
+    dropped; the HF task heads are left to the task (pretrained_heads)."""
     from genlab.interop.hf_funnel import load_hf_state_dict
 
     body = model if isinstance(model, FunnelModel) else model.funnel

@@ -47,11 +47,11 @@ class PretrainedWeights:
 
     source: str
     loaded: dict[int, str]  # storage address of a model tensor filled from the checkpoint -> its model name
-    unused: dict[str, Tensor]  # checkpoint tensors the body import had no place for (HF task heads)
+    unused: dict[str, Tensor | None]  # checkpoint tensors the body import had no place for (HF task heads)
     config: dict[str, Any] = field(default_factory=dict)  # the HF folder's config.json ({} for a genlab .ckpt)
 
     @classmethod
-    def of(cls, model: nn.Module, source: str, loaded: Iterable[str], unused: Mapping[str, Tensor],
+    def of(cls, model: nn.Module, source: str, loaded: Iterable[str], unused: Mapping[str, Tensor | None],
            config: Mapping[str, Any] | None = None) -> PretrainedWeights:
         ours = model.state_dict(keep_vars=True)
         # the adapter renames the body's tensors (transformer.* -> backbone.transformer.*) but keeps them: match
@@ -93,7 +93,7 @@ def take_heads(task: nn.Module, weights: PretrainedWeights, heads: Mapping[str, 
         for key, value in weights.unused.items():
             prefix = max((p for p in heads if key.startswith(p)), key=len, default=None)
             target = None if prefix is None else heads[prefix] + key[len(prefix):]
-            if target is None or target not in ours:
+            if value is None or target is None or target not in ours:
                 ignored[key] = next((why for p, why in NO_EQUIVALENT.items() if key.startswith(p)), NO_COUNTERPART)
             elif prefix in refused:
                 ignored[key] = refused[prefix]
