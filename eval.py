@@ -1,4 +1,6 @@
-"""Evaluate a checkpoint: ``python eval.py ckpt_path=path/to.ckpt eval.mem_len=1600``. See README."""
+"""Evaluate a checkpoint: ``python eval.py ckpt_path=path/to.ckpt eval.mem_len=1600``, or a finetuning preset with the
+weights of its ``task.init_from`` (e.g. a published finetuned HF model): ``python eval.py experiment=<preset>
+task.init_from=<folder>``. See README."""
 
 import sys
 from pathlib import Path
@@ -7,6 +9,7 @@ import hydra
 
 from genlab.cli.choices import check_group_choices
 from genlab.cli.errors import run_hydra_main
+from genlab.cli.eval import evaluates_init_from, main_init_from
 from genlab.cli.eval import main as eval_main
 from genlab.cli.quiet import quiet_third_party
 
@@ -19,7 +22,13 @@ def main(cfg):
     eval_main(cfg)
 
 
+@hydra.main(version_base="1.3", config_path="conf", config_name="train")
+def main_preset(cfg):
+    quiet_third_party()
+    main_init_from(cfg)
+
+
 if __name__ == "__main__":
     quiet_third_party()
     check_group_choices(sys.argv[1:], CONF)
-    run_hydra_main(main)
+    run_hydra_main(main_preset if evaluates_init_from(sys.argv[1:]) else main)

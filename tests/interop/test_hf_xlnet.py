@@ -82,7 +82,7 @@ def test_bare_xlnet_model_checkpoint_and_head_keys():
     base = transformers.XLNetForSequenceClassification(cfg).eval()
     state = base.state_dict()  # transformer.* + sequence_summary.* + logits_proj.*
     model = XLNetLMHeadModel(V, **DIMS)
-    unused = load_hf_state_dict(model, state)
+    unused = load_hf_state_dict(model, state).unused
     assert unused and all(k.startswith(("sequence_summary", "logits_proj")) for k in unused)
     bare = transformers.XLNetModel(cfg).state_dict()  # no "transformer." prefix, no lm bias
     backbone = XLNetModel(V, **DIMS)

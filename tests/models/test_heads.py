@@ -198,7 +198,7 @@ def test_c23_sequence_classification_equals_hf_xlnet():
                                    num_labels=3, dropout=0.0, summary_last_dropout=0.0)
     hf = transformers.XLNetForSequenceClassification(cfg).double().eval()
     model = XLNetLMHeadModel(50, n_layer=2, d_model=32, n_head=4, d_head=8, d_inner=64, dropout=0.0, dropatt=0.0)
-    unused = load_hf_state_dict(model, hf.state_dict())
+    unused = load_hf_state_dict(model, hf.state_dict()).unused
     assert any(k.startswith("sequence_summary") for k in unused)
     task = SequenceClassificationTask(model, functools.partial(torch.optim.SGD, lr=0.1), None, n_labels=3,
                                       summary_dropout=0.0).double().eval()

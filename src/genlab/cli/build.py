@@ -36,6 +36,11 @@ def data_sizes(datamodule: pl.LightningDataModule) -> dict[str, Any]:
     return dict(datamodule.model_overrides()) if hasattr(datamodule, "model_overrides") else {}
 
 
+def has_test(datamodule: pl.LightningDataModule) -> bool:
+    """The data defines a test split (train.py tests after fitting; eval.py scores it)."""
+    return type(datamodule).test_dataloader is not pl.LightningDataModule.test_dataloader
+
+
 def build_task(cfg: DictConfig, datamodule: pl.LightningDataModule | None = None,
                sizes: Mapping[str, Any] | None = None) -> pl.LightningModule:
     """The model (with ``sizes``, by default those of ``datamodule``) and the task around it. Every caller that

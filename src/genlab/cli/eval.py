@@ -2,6 +2,10 @@
 
 Rebuilds the run from the config stored in the checkpoint, applies evaluation overrides, checks that the data's
 vocabulary/tokenizer is the one the model was trained with, and evaluates the requested splits.
+
+``python eval.py experiment=<finetuning preset> task.init_from=<folder>`` (no ckpt_path) evaluates weights nobody
+trained here, e.g. a published finetuned Hugging Face checkpoint: the preset's data, model and task, the weights
+and heads of ``task.init_from`` (genlab.tasks.pretrained_heads), valid and test, no training.
 """
 
 from __future__ import annotations
@@ -10,10 +14,11 @@ import logging
 import math
 import time
 import warnings
+from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from genlab import checkpoints
 from genlab.callbacks.wandb import join_training_group, log_summary, run_dir_of_checkpoint
@@ -23,7 +28,7 @@ from genlab.cli.summary import print_summary
 from genlab.cli.validate import validate_config
 from genlab.errors import ConfigError
 from genlab.report.best_of import record_evaluation
-from genlab.runs import write_json
+from genlab.runs import write_final_metrics, write_json, write_run_metadata
 
 log = logging.getLogger("genlab")
 
@@ -155,5 +160,43 @@ def dynamic_evaluation(cfg: DictConfig, task, datamodule) -> dict[str, float]:
     return results
 
 
+def evaluates_init_from(argv: list[str]) -> bool:
+    """The command line names a preset and no checkpoint: evaluate the preset with its ``task.init_from``."""
+    keys = {a.split("=", 1)[0].lstrip("+~") for a in argv if "=" in a}
+    return "experiment" in keys and "ckpt_path" not in keys
+
+
+def evaluate_init_from(cfg: DictConfig) -> dict[str, float]:
+    """Valid and test of a finetuning preset (the composed train.py config) with the weights of task.init_from."""
+    import pytorch_lightning as pl
+
+    validate_config(cfg)
+    init_from = OmegaConf.select(cfg, "task.init_from", default=None)
+    if not init_from:
+        raise ConfigError(f"eval.py experiment={cfg.name} evaluates the weights of task.init_from=<HF folder or "
+                          "genlab .ckpt>: set it, or pass ckpt_path=<a train.py checkpoint> to evaluate a trained run.")
+    out = Path(cfg.paths.output_dir)
+    pl.seed_everything(cfg.seed, workers=True, verbose=False)
+    datamodule = build.build_data(cfg.data)
+    task = build.build_task(cfg, datamodule)
+    with open_dict(cfg):  # nothing is trained: no checkpoints, LR or throughput monitors
+        cfg.callbacks = {"progress": cfg.callbacks.get("progress")}
+    trainer = build.build_trainer(cfg, build.build_callbacks(cfg), build.build_loggers(cfg))
+    write_run_metadata(cfg, out)
+    log.info("evaluating %s with task.init_from=%s (no training)", cfg.name, init_from)
+    results: dict[str, float] = {}
+    for run in (trainer.validate, trainer.test) if build.has_test(datamodule) else (trainer.validate,):
+        for per_loader in run(task, datamodule=datamodule, verbose=False):
+            results.update({k: float(v) for k, v in per_loader.items()})
+    log_summary(results)
+    write_final_metrics(out, results, status="finished")
+    print_summary(f"evaluated {init_from} (experiment={cfg.name}, no training)", results, out)
+    return results
+
+
 def main(cfg: DictConfig) -> dict[str, float]:
     return guarded(lambda: evaluate(cfg), lambda err: None)
+
+
+def main_init_from(cfg: DictConfig) -> dict[str, float]:
+    return guarded(lambda: evaluate_init_from(cfg), lambda err: None)

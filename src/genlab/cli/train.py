@@ -58,7 +58,7 @@ def train(cfg: DictConfig) -> float:
     _fit(cfg, trainer, task, datamodule, ckpt)
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
     best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
-    if cfg.get("test_after_fit") and not trainer.fast_dev_run and _has_test(datamodule):
+    if cfg.get("test_after_fit") and not trainer.fast_dev_run and build.has_test(datamodule):
         results = trainer.test(task, datamodule=datamodule, ckpt_path=best or None, verbose=False)
         for per_loader in results:  # one dict per test dataloader (e.g. MNLI matched + mismatched)
             metrics.update({k: float(v) for k, v in per_loader.items()})
@@ -152,10 +152,6 @@ def _fit(cfg: DictConfig, trainer: pl.Trainer, task: pl.LightningModule, datamod
             f"(trainer.check_val_every_n_epoch={cfg.trainer.get('check_val_every_n_epoch')}), and one epoch of this "
             "data has fewer; set trainer.check_val_every_n_epoch=null to count optimiser steps across epochs, or a "
             "smaller trainer.val_check_interval.") from err
-
-
-def _has_test(datamodule: pl.LightningDataModule) -> bool:
-    return type(datamodule).test_dataloader is not pl.LightningDataModule.test_dataloader
 
 
 def _summary(cfg: DictConfig, metrics: dict[str, float], out: Path, best: str) -> None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from torch import Tensor
 
 from genlab.errors import CheckpointError
 from genlab.interop.hf_files import (
+    HFImport,
     copy_state,
     fit_problems,
     read_state_dict,
@@ -54,12 +54,7 @@ __all__ = [
 ]
 
 
-@dataclass
-class BertImport:
-    """What an import did besides copying: checkpoint keys it ignored, our tensors it left initialised."""
-
-    unused: list[str] = field(default_factory=list)
-    kept_init: list[str] = field(default_factory=list)
+BertImport = HFImport  # the name this module exported before the report was shared
 
 
 def config_from_hf(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -161,6 +156,7 @@ def load_hf_state_dict(model: BertForPretraining, state_dict: Mapping[str, Tenso
         raise CheckpointError(f"{source}: {TIED_BIAS} differs from {MLM_BIAS}, but BERT ties them.")
 
     copy_state(model, state)
+    report.loaded = list(state)
     return report
 
 

@@ -1,10 +1,11 @@
 """What every Hugging Face importer/exporter shares: reading weight files (single, sharded, safetensors or
-pickle), the strict shape/name check against our model, and writing an HF folder atomically."""
+pickle), the strict shape/name check against our model, the import report, and writing an HF folder atomically."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,17 @@ from torch import Tensor
 
 from genlab.errors import CheckpointError
 from genlab.utils import atomic_write
+
+
+@dataclass
+class HFImport:
+    """What an import did: our tensors it filled (``loaded``, our names), ours it left initialised (``kept_init``)
+    and the checkpoint keys it had no place for (``unused``: e.g. the heads of an HF task model, which a finetuning
+    task may take, genlab.tasks.pretrained_heads)."""
+
+    unused: list[str] = field(default_factory=list)
+    kept_init: list[str] = field(default_factory=list)
+    loaded: list[str] = field(default_factory=list)
 
 
 def read_state_dict(path: str | Path) -> dict[str, Tensor]:

@@ -30,7 +30,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +37,7 @@ import torch
 from torch import Tensor, nn
 
 from genlab.errors import CheckpointError
-from genlab.interop.hf_files import copy_state, fit_problems, read_state_dict, write_hf_folder
+from genlab.interop.hf_files import HFImport, copy_state, fit_problems, read_state_dict, write_hf_folder
 from genlab.models.funnel import FunnelModel
 from genlab.models.funnel_pretraining import FunnelElectra, FunnelForMaskedLM
 
@@ -66,12 +65,7 @@ __all__ = [
 ]
 
 
-@dataclass
-class FunnelImport:
-    """What an import did besides copying: checkpoint keys it ignored, our tensors it left initialised."""
-
-    unused: list[str] = field(default_factory=list)
-    kept_init: list[str] = field(default_factory=list)
+FunnelImport = HFImport  # the name this module exported before the report was shared
 
 
 def config_from_hf(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -239,6 +233,7 @@ def load_hf_state_dict(model: Model, state_dict: Mapping[str, Tensor], source: s
         raise CheckpointError(f"{source}: lm_head.weight differs from the word embedding, but the Funnel MLM ties "
                               "them; this checkpoint is not a tied Funnel MLM")
     copy_state(model, state)
+    report.loaded = list(state)
     return report
 
 

@@ -3,7 +3,8 @@
 Our parameter names equal HF ``XLNetLMHeadModel`` keys, so the mapping is the identity plus three rules:
 an ``XLNetModel`` checkpoint has no ``transformer.`` prefix and no LM bias (the bias stays 0); ``lm_loss.weight``
 is tied to ``transformer.word_embedding.weight`` and may be absent (safetensors drops it) or present (it must
-equal the embedding); finetuning heads (``sequence_summary``, ``logits_proj``, QA heads) are reported as unused.
+equal the embedding); finetuning heads (``sequence_summary``, ``logits_proj``, QA heads) are reported as unused
+(a finetuning task takes those that fit its own head: genlab.tasks.pretrained_heads).
 Loading is strict: a missing tensor, an extra layer or a shape mismatch raises ``CheckpointError`` naming the
 tensors. Activations map ``gelu_tanh`` <-> HF ``gelu_new`` and ``gelu`` <-> ``gelu`` (erf).
 """
@@ -20,6 +21,7 @@ from torch import Tensor
 
 from genlab.errors import CheckpointError
 from genlab.interop.hf_files import (
+    HFImport,
     copy_state,
     fit_problems,
     read_state_dict,
@@ -101,9 +103,10 @@ def _normalise(state: Mapping[str, Tensor], source: str) -> tuple[dict[str, Tens
 
 
 def load_hf_state_dict(model: XLNetLMHeadModel | XLNetModel, state_dict: Mapping[str, Tensor],
-                       source: str = "state dict") -> list[str]:
-    """Copy an HF state dict into ``model`` (strict); returns the unused finetuning-head keys."""
+                       source: str = "state dict") -> HFImport:
+    """Copy an HF state dict into ``model`` (strict); the report lists the unused finetuning-head keys."""
     state, unused = _normalise(state_dict, source)
+    report = HFImport(unused=unused)
     lm = isinstance(model, XLNetLMHeadModel)
     ours = model.state_dict() if lm else {PREFIX + k: v for k, v in model.state_dict().items()}
     tied = state.pop(TIED, None)
@@ -112,6 +115,7 @@ def load_hf_state_dict(model: XLNetLMHeadModel | XLNetModel, state_dict: Mapping
         state.pop("lm_loss.bias", None)
     elif "lm_loss.bias" not in state:  # XLNetModel checkpoint: keep our zero bias
         state["lm_loss.bias"] = torch.zeros_like(ours["lm_loss.bias"])
+        report.kept_init.append("lm_loss.bias")
 
     problems = fit_problems(ours, state)
     if problems:
@@ -128,7 +132,8 @@ def load_hf_state_dict(model: XLNetLMHeadModel | XLNetModel, state_dict: Mapping
     if not lm:
         state = {k[len(PREFIX):]: v for k, v in state.items()}
     copy_state(target, state)
-    return unused
+    report.loaded = [k for k in state if k not in report.kept_init]
+    return report
 
 
 def _check_shared_biases(state: Mapping[str, Tensor], n_layer: int, source: str) -> None:

@@ -13,10 +13,15 @@ that the checkpoint's tokenizer is the one the data uses.
   finetuning data's (``data.tokenizer`` must be the pretraining SentencePiece model). For a Funnel only the body
   (``model.funnel.*``) is loaded, so an MLM or an ELECTRA checkpoint finetunes with the same ``model=funnel_*``;
 * null: random initialisation (the ``_mini`` presets; results are then from scratch).
+
+The finetuned heads of an HF task model (``XLNetForSequenceClassification``, ``XLNetForQuestionAnswering``,
+``BertForSequenceClassification`` ...) load into the task's head where names and shapes map 1:1
+(genlab.tasks.pretrained_heads); one log block lists what was loaded, what is new and what was ignored.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -36,12 +41,16 @@ from genlab.parallel import ParallelizeMixin
 from genlab.tasks.data_interface import IdentifiedData, datamodule_of
 from genlab.tasks.layerwise_lr import check_mode, layer_decay_groups
 from genlab.tasks.optim import TaskOptimization, configured_lr
+from genlab.tasks.pretrained_heads import PretrainedWeights, take_heads
 
+log = logging.getLogger("genlab")
 FUNNELS = (FunnelModel, FunnelForMaskedLM, FunnelElectra)
 
 
-def load_pretrained(model: nn.Module, init_from: str, token_level: bool = False) -> dict[str, Any]:
-    """Load weights into ``model`` in place; returns the checkpoint's recorded data identity (may be empty).
+def load_pretrained(model: nn.Module, init_from: str, token_level: bool = False
+                    ) -> tuple[dict[str, Any], PretrainedWeights]:
+    """Load weights into ``model`` in place; returns the checkpoint's recorded data identity (may be empty) and
+    what was loaded, with the checkpoint tensors left for the task's heads.
     ``token_level``: the task reads every position (a Funnel then needs the checkpoint's decoder)."""
     path = Path(init_from).expanduser()
     if not path.exists():
@@ -58,10 +67,10 @@ def load_pretrained(model: nn.Module, init_from: str, token_level: bool = False)
         checkpoints.check_data_identity(identity, ours, f"task.init_from={init_from}",
                                         fix=f"finetune on the checkpoint's own tokenizer: data.tokenizer={path}")
         if isinstance(model, FUNNELS):
-            _load_funnel_body(model, state, init_from)
+            loaded = _load_funnel_body(model, state, init_from)
         else:
-            _load_strict_but_mlm_transform(model, state, init_from)
-        return identity
+            loaded = _load_strict_but_mlm_transform(model, state, init_from)
+        return identity, PretrainedWeights.of(model, str(path), loaded, {})
     if isinstance(model, (XLNetLMHeadModel, XLNetModel)):
         from genlab.interop import hf_xlnet as interop
     elif isinstance(model, BertForPretraining):
@@ -71,33 +80,38 @@ def load_pretrained(model: nn.Module, init_from: str, token_level: bool = False)
     else:
         raise CheckpointError(f"task.init_from={init_from}: only XLNet, BERT and Funnel import HF folders; for "
                               f"{type(model).__name__} give a genlab .ckpt.")
-    _check_hf_architecture(model, path, interop.config_from_hf)
+    config = _check_hf_architecture(model, path, interop.config_from_hf)
+    state = interop.read_state_dict(path)
     if isinstance(model, FUNNELS):
-        _import_hf_funnel(model, interop.read_state_dict(path), path, token_level)
+        report = _import_hf_funnel(model, state, path, token_level)
     else:
-        interop.load_hf_state_dict(model, interop.read_state_dict(path), source=f"task.init_from={path}")
+        report = interop.load_hf_state_dict(model, state, source=f"task.init_from={path}")
+    # an unused key the importer renamed (TF LayerNorm names) has no tensor here: still reported, as ignored
+    weights = PretrainedWeights.of(model, str(path), report.loaded, {k: state.get(k) for k in report.unused}, config)
     tokenizer = _shipped_tokenizer(path)
     if tokenizer is None:
-        return {}
+        return {}, weights
     from genlab.data.tokenizers.from_checkpoint import load_tokenizer
 
-    return {"tokenizer": load_tokenizer(tokenizer).identity, "tokenizer_source": str(tokenizer)}
+    return {"tokenizer": load_tokenizer(tokenizer).identity, "tokenizer_source": str(tokenizer)}, weights
 
 
-def _load_strict_but_mlm_transform(model: nn.Module, state: dict[str, torch.Tensor], init_from: str) -> None:
+def _load_strict_but_mlm_transform(model: nn.Module, state: dict[str, torch.Tensor], init_from: str) -> list[str]:
     """Strict, except for BERT's optional MLM transform (``model.mlm_transform``): finetuning never reads the MLM
     head, so a checkpoint pretrained with or without it fits a finetuning model built either way."""
     optional, ours = "cls.predictions.transform.", model.state_dict()
     state = {k: v for k, v in state.items() if not k.startswith(optional) or k in ours}
+    loaded = list(state)
     state.update({k: v for k, v in ours.items() if k.startswith(optional) and k not in state})
     try:
         model.load_state_dict(state, strict=True)
     except RuntimeError as err:
         raise CheckpointError(f"task.init_from={init_from} does not match the model config ({err}); use the "
                               "model= preset the checkpoint was pretrained with.") from err
+    return loaded
 
 
-def _load_funnel_body(model: nn.Module, state: dict[str, torch.Tensor], init_from: str) -> None:
+def _load_funnel_body(model: nn.Module, state: dict[str, torch.Tensor], init_from: str) -> list[str]:
     """A genlab Funnel checkpoint (MLM or ELECTRA): the body strictly, the pretraining heads (MLM head, generator,
     discriminator head) left out, since finetuning never reads them."""
     body = model if isinstance(model, FunnelModel) else model.funnel
@@ -108,12 +122,13 @@ def _load_funnel_body(model: nn.Module, state: dict[str, torch.Tensor], init_fro
     except RuntimeError as err:
         raise CheckpointError(f"task.init_from={init_from} does not match the Funnel body of the model config ({err}); "
                               "use the model= sizes the checkpoint was pretrained with.") from err
+    return [prefix + k for k in part]
 
 
-def _import_hf_funnel(model: nn.Module, state: dict[str, torch.Tensor], path: Path, token_level: bool) -> None:
+def _import_hf_funnel(model: nn.Module, state: dict[str, torch.Tensor], path: Path, token_level: bool):
     """An HF Funnel checkpoint into the body: a checkpoint without a decoder (``FunnelBaseModel``, the hub's
     ``-base`` variants, sequence classification) fits when the task does not need the decoder, which is then
-    dropped; the HF task heads are not imported (finetuning starts its own)."""
+    dropped; the HF task heads are left to the task (pretrained_heads)."""
     from genlab.interop.hf_funnel import load_hf_state_dict
 
     body = model if isinstance(model, FunnelModel) else model.funnel
@@ -124,7 +139,10 @@ def _import_hf_funnel(model: nn.Module, state: dict[str, torch.Tensor], path: Pa
                                   "this task reads every position through the Funnel decoder; use the full "
                                   "checkpoint (e.g. funnel-transformer/intermediate, not intermediate-base).")
         body.decoder = None
-    load_hf_state_dict(body, state, source=f"task.init_from={path}")
+    report = load_hf_state_dict(body, state, source=f"task.init_from={path}")
+    prefix = "" if isinstance(model, FunnelModel) else "funnel."
+    report.loaded = [prefix + k for k in report.loaded]
+    return report
 
 
 def _shipped_tokenizer(path: Path) -> Path | None:
@@ -155,16 +173,17 @@ def _arch(model: nn.Module) -> dict[str, Any]:
     return dict(getattr(inner, "arch", {}))
 
 
-def _check_hf_architecture(model: nn.Module, path: Path, config_from_hf: Callable[[dict], dict]) -> None:
+def _check_hf_architecture(model: nn.Module, path: Path, config_from_hf: Callable[[dict], dict]) -> dict[str, Any]:
     """Shapes are checked by the strict import; this names the config keys to set, and catches what shapes
-    cannot (the GELU variant, LayerNorm eps)."""
+    cannot (the GELU variant, LayerNorm eps). Returns the folder's config.json ({} without one)."""
     import json
 
     config = (path if path.is_dir() else path.parent) / "config.json"
     if not config.is_file():
-        return
+        return {}
+    hf_config = json.loads(config.read_text())
     try:
-        theirs = config_from_hf(json.loads(config.read_text()))
+        theirs = config_from_hf(hf_config)
     except CheckpointError as err:
         raise CheckpointError(f"task.init_from={path}: {err}") from err
     ours, keys = _arch(model), ARCH_KEYS[_arch_family(model)]
@@ -177,6 +196,7 @@ def _check_hf_architecture(model: nn.Module, path: Path, config_from_hf: Callabl
     if diff:
         raise CheckpointError(f"task.init_from={path} was trained with a different architecture; set "
                               + ", ".join(diff) + ".")
+    return hf_config
 
 
 class FinetuneTask(TaskOptimization, ParallelizeMixin, pl.LightningModule):
@@ -196,12 +216,23 @@ class FinetuneTask(TaskOptimization, ParallelizeMixin, pl.LightningModule):
                               ".model> (or task.require_pretrained=false to train from scratch).")
         if monitor_mode not in ("min", "max"):
             raise ConfigError(f"task.monitor_mode={monitor_mode!r} must be 'min' or 'max'.")
-        self.pretrained_identity = load_pretrained(model, init_from, token_level) if init_from else {}
+        self.pretrained_identity, self._pretrained = (load_pretrained(model, init_from, token_level) if init_from
+                                                       else ({}, None))
+        self.init_report = None  # what init_from gave this task (pretrained_heads.InitReport), once heads exist
         self.backbone = adapt(model, summary_dropout, token_level)
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self.monitor, self.monitor_mode = monitor, monitor_mode
         self.weight_decay, self.layer_decay = weight_decay, layer_decay
         self.layer_decay_mode = check_mode(layer_decay_mode)
+
+    def load_pretrained_heads(self, heads: dict[str, str]) -> None:
+        """Subclasses call this once their head exists: the checkpoint's task heads that ``heads`` maps onto this
+        task (HF prefix -> ours) are copied, and what was loaded / new / ignored is logged."""
+        weights, self._pretrained = self._pretrained, None
+        if weights is None:
+            return
+        self.init_report = take_heads(self, weights, heads)
+        log.info(self.init_report.format())
 
     def check_tokenizer(self) -> None:
         """A pretrained checkpoint must be finetuned on text tokenised with its own tokenizer."""

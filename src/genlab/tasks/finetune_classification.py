@@ -19,6 +19,7 @@ from genlab.metrics.glue_metrics import classification_metrics
 from genlab.models.heads import ClassificationHead
 from genlab.tasks.data_interface import ClassificationData, datamodule_of
 from genlab.tasks.finetune_base import FinetuneTask
+from genlab.tasks.pretrained_heads import SUMMARY_HEADS
 
 
 def split_prefix(name: str) -> str:
@@ -35,6 +36,7 @@ class SequenceClassificationTask(FinetuneTask):
                          layer_decay_mode, summary_dropout, init_from, require_pretrained, prediction_dir)
         self.n_labels, self.metric = n_labels, metric
         self.head = ClassificationHead(self.backbone.d_model, n_labels)
+        self.load_pretrained_heads(SUMMARY_HEADS)
         classification_metrics(metric, n_labels)  # validate the name now
         self.metrics = nn.ModuleDict()
         self._split_names: dict[str, list[str]] = {}

@@ -19,6 +19,7 @@ from genlab.data.finetune.race import LETTERS
 from genlab.models.heads import MultipleChoiceHead
 from genlab.tasks.data_interface import MultipleChoiceData, datamodule_of
 from genlab.tasks.finetune_base import FinetuneTask
+from genlab.tasks.pretrained_heads import SUMMARY_HEADS
 
 SUBSETS = ("all", "middle", "high")
 
@@ -34,6 +35,7 @@ class MultipleChoiceTask(FinetuneTask):
         self.n_choices = n_choices
         self._predictions: dict[str, dict] = {}  # test predictions of this rank, by question id
         self.head = MultipleChoiceHead(self.backbone.d_model)
+        self.load_pretrained_heads(SUMMARY_HEADS)
         self.acc = nn.ModuleDict({f"{stage}_{s}": MeanMetric() for stage in ("valid", "test") for s in SUBSETS})
 
     def setup(self, stage: str) -> None:

@@ -25,6 +25,7 @@ from genlab.metrics.squad_eval import evaluate_v1, evaluate_v2
 from genlab.models.heads import SpanHead
 from genlab.tasks.data_interface import SpanData, datamodule_of
 from genlab.tasks.finetune_base import FinetuneTask
+from genlab.tasks.pretrained_heads import SPAN_HEADS
 
 RESULT_KEYS = ("start_top_log_probs", "start_top_index", "end_top_log_probs", "end_top_index", "cls_logits")
 
@@ -52,6 +53,7 @@ class SpanExtractionTask(FinetuneTask):
         body = getattr(self.backbone, "transformer", None) or getattr(self.backbone, "funnel", None)
         eps = getattr(body, "arch", {}).get("layer_norm_eps", 1e-12)
         self.head = SpanHead(self.backbone.d_model, layer_norm_eps=eps)
+        self.load_pretrained_heads(SPAN_HEADS)
         self._results: dict[int, dict[str, np.ndarray]] = {}
 
     def setup(self, stage: str) -> None:
