@@ -58,3 +58,34 @@ def test_a_config_error_leaves_no_run_dir(tmp_path):
     assert late.returncode == 2 and "trainer: `max_steps` must be" in late.stderr
     assert "Traceback" not in late.stderr
     assert list((tmp_path / "outputs").rglob("*")) == []  # the log root may stay, empty
+
+
+def test_only_a_checkpoint_inside_a_run_dir_continues_that_dir(tmp_path):
+    from genlab.cli.run_dir import continue_in_run_dir
+
+    run_dir = tmp_path / "a run"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    (run_dir / "checkpoints" / "last.ckpt").write_bytes(b"x")
+    ckpt = f"ckpt_path={run_dir / 'checkpoints' / 'last.ckpt'}"
+    assert continue_in_run_dir([ckpt]) == [ckpt]  # no run.json: not a genlab run dir
+    (run_dir / "run.json").write_text("{}")
+    assert continue_in_run_dir([ckpt, "trainer.max_steps=8"]) == [ckpt, "trainer.max_steps=8",
+                                                                   f"hydra.run.dir='{run_dir}'"]  # quoted: a space
+    for unchanged in ([ckpt, f"hydra.run.dir={tmp_path / 'new'}"], [ckpt, "paths.output_dir=/x"], ["-m", ckpt],
+                      ["ckpt_path=last"], [f"ckpt_path={tmp_path / 'elsewhere.ckpt'}"]):
+        assert continue_in_run_dir(unchanged) == unchanged
+
+
+def test_a_run_dir_with_a_checkpoint_is_never_removed(tmp_path):
+    from genlab.cli.run_dir import is_fresh, remove_unused
+
+    run_dir = tmp_path / "logs" / "exp" / "run"
+    (run_dir / ".hydra").mkdir(parents=True)
+    (run_dir / "train.log").write_text("")
+    assert is_fresh(run_dir)
+    (run_dir / "checkpoints").mkdir()
+    (run_dir / "checkpoints" / "last.ckpt").write_bytes(b"x")
+    assert not is_fresh(run_dir) and not remove_unused(run_dir, tmp_path / "logs") and run_dir.is_dir()
+    (run_dir / "checkpoints" / "last.ckpt").unlink()
+    assert remove_unused(run_dir, tmp_path / "logs")
+    assert not (tmp_path / "logs" / "exp").exists() and (tmp_path / "logs").is_dir()  # the log root stays

@@ -128,7 +128,7 @@ def continue_in_run_dir(argv: list[str]) -> list[str]:
 
 def _override_value(text: str) -> str:
     """``text`` as a Hydra override value: quoted when it holds characters the override grammar reads."""
-    if all(c.isalnum() or c in "/._-:+@~" for c in text):
+    if all(c.isalnum() or c in "/._-:+@" for c in text):
         return text
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
