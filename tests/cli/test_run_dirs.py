@@ -24,10 +24,12 @@ def test_extending_a_finished_run_trains_tests_and_reports_in_its_run_dir(tmp_pa
     assert first.returncode == 0, first.stderr[-3000:]
     before = json.loads((run_dir / "metrics.json").read_text())
 
-    more = _run(tmp_path, *RUN, "trainer.max_steps=8", f"ckpt_path={run_dir / 'checkpoints' / 'last.ckpt'}")
+    more = _run(tmp_path, *TINY, "logger=csv", "trainer.max_steps=8",
+                f"ckpt_path={run_dir / 'checkpoints' / 'last.ckpt'}")
     assert more.returncode == 0, more.stderr[-3000:]
     output = more.stdout + more.stderr
     assert foreign_lines(output) == []  # no Lightning warnings about the dir or the data loader
+    assert "Steps: 100%" in output and "8/8" in output  # the bar counts the run's steps, not the epoch's batches
     assert f"continuing the run in {run_dir}" in output
     assert not (tmp_path / "outputs").exists()  # no second run dir
     assert f"run dir = {run_dir}" in more.stdout and f"run dir = {run_dir}" in (run_dir / "summary.txt").read_text()
