@@ -1,6 +1,6 @@
 """Where train.py writes: extending a finished run continues it in its own run dir (trained, validated, tested,
-reported there, the best checkpoint ranked over all its steps); a run stopped by a config error leaves no run dir
-behind, and leaves an existing run's records as they were."""
+reported there, the best checkpoint ranked over all its steps); a run (train.py or eval.py) stopped by a config
+error leaves no run dir behind, and leaves an existing run's records as they were."""
 
 from __future__ import annotations
 
@@ -59,6 +59,8 @@ def test_a_config_error_leaves_no_run_dir(tmp_path):
     late = _run(tmp_path, *RUN, "trainer.max_steps=-3")  # refused by Lightning's Trainer, after the data is built
     assert late.returncode == 2 and "trainer: `max_steps` must be" in late.stderr
     assert "Traceback" not in late.stderr
+    evaluation = _run(tmp_path, f"ckpt_path={tmp_path / 'none.ckpt'}", script="eval.py")
+    assert evaluation.returncode == 2 and "no such file" in evaluation.stderr
     assert list((tmp_path / "outputs").rglob("*")) == []  # the log root may stay, empty
 
 

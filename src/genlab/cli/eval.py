@@ -10,6 +10,7 @@ import logging
 import math
 import time
 import warnings
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -17,8 +18,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from genlab import checkpoints
 from genlab.callbacks.wandb import join_training_group, log_summary, run_dir_of_checkpoint
-from genlab.cli import build
-from genlab.cli.errors import guarded
+from genlab.cli import build, run_dir
+from genlab.cli.errors import find_user_error, guarded, in_multirun
 from genlab.cli.summary import print_summary
 from genlab.cli.validate import validate_config
 from genlab.errors import ConfigError
@@ -176,4 +177,11 @@ def _progress_log(what: str, started: float, lines: int = 10):
 
 
 def main(cfg: DictConfig) -> dict[str, float]:
-    return guarded(lambda: evaluate(cfg), lambda err: None)
+    out = Path(cfg.paths.output_dir)
+    fresh = run_dir.is_fresh(out)  # an evaluation writes its records only at the end
+
+    def forget_run_dir(err: BaseException) -> None:
+        if fresh and find_user_error(err) is not None and not in_multirun():
+            run_dir.remove_unused(out, Path(cfg.paths.log_dir))
+
+    return guarded(lambda: evaluate(cfg), forget_run_dir)

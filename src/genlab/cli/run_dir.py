@@ -14,7 +14,7 @@ from pathlib import Path
 from genlab.errors import ConfigError, UserError
 from genlab.runs import RUN_FILE
 
-HYDRA_START_FILES = {".hydra", "train.log"}  # what Hydra writes into a run dir before train.py's code runs
+HYDRA_START_FILES = {".hydra", "train.log", "eval.log"}  # what Hydra writes into a run dir before our code runs
 LOCK_FILE = ".lock"  # holds the pid of the train.py process writing into the run dir
 MIN_FREE_BYTES = 64 << 20  # below this a checkpoint write will fail: refuse at start rather than after training
 DISK_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
