@@ -8,6 +8,7 @@ import hydra
 from genlab.cli.choices import check_group_choices
 from genlab.cli.errors import run_hydra_main
 from genlab.cli.quiet import quiet_third_party
+from genlab.cli.run_dir import continue_in_run_dir
 from genlab.cli.train import main as train_main
 
 CONF = Path(__file__).resolve().parent / "conf"
@@ -22,4 +23,5 @@ def main(cfg):
 if __name__ == "__main__":
     quiet_third_party()
     check_group_choices(sys.argv[1:], CONF)
+    sys.argv[1:] = continue_in_run_dir(sys.argv[1:])  # ckpt_path=<run>/checkpoints/x.ckpt extends <run> in place
     run_hydra_main(main)

@@ -154,11 +154,25 @@ def test_cegan_linear_probe_one_seed_one_epoch(tmp_path):
     assert (tmp_path / "runs" / "table_b3" / "egan_const" / "0" / "checkpoints" / "last.ckpt").is_file()
 
 
+def png_size(path: Path) -> tuple[int, int]:
+    """Width and height from a PNG's IHDR chunk."""
+    head = path.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+
+
 def test_cegan_figures_from_a_2d_run(tmp_path):
-    run_dir = train(tmp_path / "run", "cegan_gmm4_mini", "trainer.max_epochs=1", "trainer.limit_train_batches=3",
-                    "trainer.limit_val_batches=0", "test_after_fit=false")
-    run(["experiments/cegan/figures.py", str(run_dir), "--out", str(tmp_path / "fig")])
-    assert (tmp_path / "fig" / "energy_cegan_gmm4_mini_s0.png").is_file()
+    """Figures go beside the runs read (or into --out), each path printed, at a readable size."""
+    run_dir = train(tmp_path / "sweep" / "0", "cegan_gmm4_mini", "trainer.max_epochs=1",
+                    "trainer.limit_train_batches=3", "trainer.limit_val_batches=0", "test_after_fit=false")
+    beside = run(["experiments/cegan/figures.py", str(run_dir.parent)])
+    figure = tmp_path / "sweep" / "figures" / "energy_cegan_gmm4_mini_s0.png"
+    assert f"wrote {figure}" in beside.stdout and f"in {figure.parent}" in beside.stdout
+    width, height = png_size(figure)
+    assert height >= 400 and width >= 3 * 400, (width, height)  # three panels side by side, each ~400 px
+
+    chosen = run(["experiments/cegan/figures.py", str(run_dir), "--out", str(tmp_path / "fig")])
+    assert f"wrote {tmp_path / 'fig' / figure.name}" in chosen.stdout
 
 
 def test_ablation_directions_reads_a_bad_gan_run(tmp_path):

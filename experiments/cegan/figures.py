@@ -5,12 +5,17 @@
 - one-digit runs: the 10 lowest- and highest-energy held-out images (Figs. B.4/B.5) as
   ``ranking_<variant>_s<seed>.png``.
 
-    python experiments/cegan/figures.py outputs/cegan_table_b2/multirun_* --out experiments/cegan
+The figures go beside the runs read (``figures/`` in the folder holding all the given paths) or into ``--out``;
+each file written is printed.
+
+    python experiments/cegan/figures.py outputs/cegan_table_b2          # -> outputs/cegan_table_b2/figures/
+    python experiments/cegan/figures.py outputs/cegan_table_b2 --out experiments/cegan
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 import numpy as np
@@ -20,22 +25,24 @@ from hydra.utils import instantiate
 from genlab.report.collect import find_run_dirs
 from genlab.runs import load_run
 
+DPI = 110  # with the sizes below every energy panel is about 400 px square, every digit about 120 px
+
 
 def plot_energy(task, path: Path, title: str) -> None:
     import matplotlib.pyplot as plt
 
     _, axes, p = task._last_grid
     n = axes.shape[1]
-    fig, ax = plt.subplots(1, 3, figsize=(9, 3))
+    fig, ax = plt.subplots(1, 3, figsize=(12, 4.6))
     for a, key, name in zip(ax, ("data", "disc", "gen"), ("p_data", "p_disc = softmax(-c)", "p_gen")):
         a.imshow(p[key].reshape(n, n).T, origin="lower", extent=[axes[0, 0], axes[0, -1], axes[1, 0], axes[1, -1]],
                  cmap="viridis")
-        a.set_title(name, fontsize=9)
+        a.set_title(name, fontsize=12)
         a.set_xticks([])
         a.set_yticks([])
-    fig.suptitle(title, fontsize=10)
+    fig.suptitle(title, fontsize=13)
     fig.tight_layout()
-    fig.savefig(path, dpi=45)
+    fig.savefig(path, dpi=DPI)
     plt.close(fig)
 
 
@@ -45,13 +52,13 @@ def plot_ranking(task, dm, path: Path, title: str) -> None:
     real = dm.x_test
     order = np.argsort(task.energy_on(real).cpu().numpy())
     side = round(real.shape[1] ** 0.5)
-    fig, ax = plt.subplots(2, 10, figsize=(10, 2.4))
+    fig, ax = plt.subplots(2, 10, figsize=(12, 3.2))
     for j in range(10):
         for row, idx in ((0, order[j]), (1, order[-1 - j])):
             ax[row, j].imshow(real[idx].view(side, side), cmap="gray")
             ax[row, j].axis("off")
-    fig.suptitle(title, fontsize=10)
-    fig.savefig(path, dpi=45)
+    fig.suptitle(title, fontsize=13)
+    fig.savefig(path, dpi=DPI)
     plt.close(fig)
 
 
@@ -61,13 +68,13 @@ def main(argv: list[str] | None = None) -> None:
     matplotlib.use("Agg")
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("paths", nargs="+", help="run or sweep directories")
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parent))
+    ap.add_argument("--out", help="folder for the figures (default: figures/ beside the runs read)")
     args = ap.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = Path(args.out) if args.out else beside(args.paths)
     torch.set_num_threads(1)
     modes = ["# Energy at the lightest minus the heaviest mode centre (biased 2-GMM: calibrated value log 9 = 2.20)",
              "", "| experiment | seed | E(light) - E(heavy) |", "|---|---|---|"]
+    written: list[Path] = []
     for d in find_run_dirs(args.paths):
         run = load_run(d)
         if run.status != "finished" or run.best_checkpoint is None:
@@ -76,19 +83,34 @@ def main(argv: list[str] | None = None) -> None:
         dm = instantiate(run.config.data)
         dm.setup("fit")
         torch.manual_seed(seed)
+        out.mkdir(parents=True, exist_ok=True)
         if hasattr(dm, "truth"):
             task.grid_report(dm.x.numpy(), dm.truth)
-            plot_energy(task, out / f"energy_{run.experiment}_s{seed}.png", f"{run.experiment} seed {seed}")
+            figure = out / f"energy_{run.experiment}_s{seed}.png"
+            plot_energy(task, figure, f"{run.experiment} seed {seed}")
             gap = task.mode_energy_gap(dm.truth)
             if gap is not None:
                 modes.append(f"| {run.experiment} | {seed} | {gap:.3f} |")
         elif hasattr(dm, "x_test"):
             variant = task.hparams.variant
-            plot_ranking(task, dm, out / f"ranking_{variant}_s{seed}.png",
-                         f"{variant}: lowest-energy (top) / highest-energy (bottom) held-out digits")
-        print(f"figures for {d}", flush=True)
+            figure = out / f"ranking_{variant}_s{seed}.png"
+            plot_ranking(task, dm, figure, f"{variant}: lowest-energy (top) / highest-energy (bottom) held-out digits")
+        else:
+            print(f"no figure for {d}: neither a 2-D nor a one-digit run", flush=True)
+            continue
+        written.append(figure)
+        print(f"wrote {figure} (from {d})", flush=True)
     if len(modes) > 4:
-        (out / "modes.md").write_text("\n".join(modes) + "\n")
+        written.append(out / "modes.md")
+        written[-1].write_text("\n".join(modes) + "\n")
+        print(f"wrote {written[-1]}", flush=True)
+    print(f"{len(written)} files in {out}" if written else "no finished CEGAN run with a checkpoint under "
+          f"{', '.join(args.paths)}: nothing written", flush=True)
+
+
+def beside(paths: list[str]) -> Path:
+    """``figures/`` in the folder that holds every given run or sweep directory."""
+    return Path(os.path.commonpath([str(Path(p).resolve()) for p in paths])) / "figures"
 
 
 if __name__ == "__main__":

@@ -25,11 +25,19 @@ class StepProgressBar(TQDMProgressBar):
         super().__init__(refresh_rate=refresh_rate)
         self._shown_step = -1
 
+    def on_train_start(self, trainer: pl.Trainer, *args: Any) -> None:
+        super().on_train_start(trainer, *args)
+        if step_based(trainer):  # a mid-epoch resume calls no on_train_epoch_start before its first batch
+            self._steps_bar(trainer)
+
     def on_train_epoch_start(self, trainer: pl.Trainer, *args: Any) -> None:
         if not step_based(trainer):
             return super().on_train_epoch_start(trainer, *args)
+        self._steps_bar(trainer)
+
+    def _steps_bar(self, trainer: pl.Trainer) -> None:
         bar = self.train_progress_bar
-        if bar.total != trainer.max_steps:  # first epoch of this process (fresh or resumed): one bar for the run
+        if bar.total != trainer.max_steps:  # first call of this process (fresh or resumed): one bar for the run
             bar.reset(total=trainer.max_steps)
             bar.initial = 0
             bar.set_description("Steps")

@@ -156,7 +156,26 @@ def build_trainer(cfg: DictConfig, callbacks: list[pl.Callback], loggers: list[A
     with open_dict(cfg.trainer):  # recorded: the run's config.yaml shows the values actually used
         cfg.trainer.accumulate_grad_batches = accumulate
         cfg.trainer.use_distributed_sampler = distributed_sampler(cfg)
-    return instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
+    try:
+        return instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
+    except Exception as err:
+        invalid = _misconfiguration(err)
+        if invalid is None:
+            raise
+        raise ConfigError(f"trainer: {invalid} Fix the trainer.* override (e.g. trainer.max_steps=1000).") from err
+
+
+def _misconfiguration(err: BaseException | None) -> str | None:
+    """Lightning's message when the Trainer refused one of its arguments (Hydra wraps it in its own error)."""
+    from lightning_fabric.utilities.exceptions import MisconfigurationException
+
+    seen = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, MisconfigurationException):
+            return str(err)
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return None
 
 
 def resolve_checkpoint(ckpt_path: str | None, output_dir: str | Path) -> str | None:

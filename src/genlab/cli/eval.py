@@ -22,8 +22,8 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from genlab import checkpoints
 from genlab.callbacks.wandb import join_training_group, log_summary, run_dir_of_checkpoint
-from genlab.cli import build
-from genlab.cli.errors import guarded
+from genlab.cli import build, run_dir
+from genlab.cli.errors import find_user_error, guarded, in_multirun
 from genlab.cli.summary import print_summary
 from genlab.cli.validate import validate_config
 from genlab.errors import ConfigError
@@ -80,14 +80,17 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
         results = standard_evaluation(cfg, task, datamodule)
     else:
         raise ConfigError(f"mode={cfg.mode}: use mode=standard or mode=dynamic.")
-    settings = ", ".join(f"{k}={v}" for k, v in overrides.items()) or "training settings"
     mode = cfg.get("mode", "standard")
+    dynamic = OmegaConf.to_container(cfg.dynamic) if mode == "dynamic" else None
+    truncated = [f"first {dynamic['max_tokens']} tokens of each split"] if dynamic and dynamic.get("max_tokens") else []
+    settings = ", ".join([f"{k}={v}" for k, v in overrides.items()] + truncated) or "training settings"
     log_summary(results)
     # config.yaml + run.json + metrics.json make the folder a run genlab-report collects; metrics.json gains the
     # evaluation's own settings
     out = record_evaluation(cfg, record["config"], results, run_dir_of_checkpoint(cfg.ckpt_path))
     write_json(out / "metrics.json", {"status": "finished", "monitor": None, "ckpt_path": str(cfg.ckpt_path),
-                                      "mode": mode, "settings": dict(overrides.items()), "splits": list(cfg.splits),
+                                      "mode": mode, "settings": dict(overrides.items()), "dynamic": dynamic,
+                                      "splits": list(cfg.splits),
                                       "metrics": {k: v for k, v in results.items() if math.isfinite(v)}})
     print_summary(f"evaluated {cfg.ckpt_path} ({mode}, {settings})", results, out)
     return results
@@ -144,16 +147,19 @@ def dynamic_evaluation(cfg: DictConfig, task, datamodule) -> dict[str, float]:
     else:
         task.load_state_dict(checkpoint["state_dict"])
     dyn = cfg.dynamic
-    tokens = lambda split: torch.as_tensor(datamodule.corpus.splits[split].astype("int64"))  # noqa: E731
+    limit = dyn.get("max_tokens")
+    tokens = lambda split: torch.as_tensor(datamodule.corpus.splits[split][:limit].astype("int64"))  # noqa: E731
     started = time.monotonic()
     log.info("dynamic evaluation: gradient statistics on train (%d tokens, batch %d)", len(tokens("train")),
              dyn.stat_batch_size)
-    stats = gradient_statistics(model, tokens("train"), dyn.stat_batch_size, dyn.bptt, ms=dyn.ms)
+    stats = gradient_statistics(model, tokens("train"), dyn.stat_batch_size, dyn.bptt, ms=dyn.ms,
+                                progress=_progress_log("gradient statistics on train", started))
     results: dict[str, float] = {}
     for split in cfg.splits:
         log.info("dynamic evaluation: adapting while scoring %s (%d tokens, batch 1), %.0fs so far", split,
                  len(tokens(split)), time.monotonic() - started)
-        nll, _ = dynamic_evaluate(model, tokens(split), stats, dyn.lr, dyn.lamb, dyn.epsilon, dyn.bptt)
+        nll, _ = dynamic_evaluate(model, tokens(split), stats, dyn.lr, dyn.lamb, dyn.epsilon, dyn.bptt,
+                                  progress=_progress_log(f"scoring {split}", started))
         results[f"{split}/loss"] = nll
         results[f"{split}/ppl"] = math.exp(nll)
         log.info("dynamic evaluation: %s/ppl = %.4f", split, results[f"{split}/ppl"])
@@ -194,9 +200,35 @@ def evaluate_init_from(cfg: DictConfig) -> dict[str, float]:
     return results
 
 
+def _progress_log(what: str, started: float, lines: int = 10):
+    """A dynamic-evaluation progress callback that logs ``lines`` times over ``what``'s chunks: one chunk is a few
+    tokens, and a split takes minutes."""
+
+    def report(done: int, total: int, nll: float | None) -> None:
+        if done % max(1, total // lines):
+            return
+        ppl = f", ppl so far {math.exp(nll):.2f}" if nll is not None else ""
+        log.info("dynamic evaluation: %s, chunk %d/%d (%.0f%%)%s, %.0fs so far", what, done, total,
+                 100 * done / total, ppl, time.monotonic() - started)
+
+    return report
+
+
+def _forget_run_dir(cfg: DictConfig):
+    """On bad input, remove the run directory Hydra created for this evaluation (records are written at the end)."""
+    out = Path(cfg.paths.output_dir)
+    fresh = run_dir.is_fresh(out)
+
+    def forget(err: BaseException) -> None:
+        if fresh and find_user_error(err) is not None and not in_multirun():
+            run_dir.remove_unused(out, Path(cfg.paths.log_dir))
+
+    return forget
+
+
 def main(cfg: DictConfig) -> dict[str, float]:
-    return guarded(lambda: evaluate(cfg), lambda err: None)
+    return guarded(lambda: evaluate(cfg), _forget_run_dir(cfg))
 
 
 def main_init_from(cfg: DictConfig) -> dict[str, float]:
-    return guarded(lambda: evaluate_init_from(cfg), lambda err: None)
+    return guarded(lambda: evaluate_init_from(cfg), _forget_run_dir(cfg))

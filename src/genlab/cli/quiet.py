@@ -26,3 +26,15 @@ def quiet_third_party() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
     for pattern, _why in IGNORED_WARNINGS:
         warnings.filterwarnings("ignore", message=pattern)
+
+
+def quiet_resume(datamodule) -> None:
+    """Two Lightning warnings that every resume of a genlab run would print, both false there: its checkpoint dir
+    "exists and is not empty" (a resume continues in it by design), and the data loader "is not resumable" on a
+    mid-epoch resume while the data module keeps its position in its own ``state_dict``, restored from the
+    checkpoint. Data modules without that state still get the second."""
+    import pytorch_lightning as pl
+
+    warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty")
+    if type(datamodule).state_dict is not pl.LightningDataModule.state_dict:
+        warnings.filterwarnings("ignore", message=r"You're resuming from a checkpoint that ended before the epoch")

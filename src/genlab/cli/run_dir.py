@@ -12,7 +12,9 @@ import shutil
 from pathlib import Path
 
 from genlab.errors import ConfigError, UserError
+from genlab.runs import RUN_FILE
 
+HYDRA_START_FILES = {".hydra", "train.log", "eval.log"}  # what Hydra writes into a run dir before our code runs
 LOCK_FILE = ".lock"  # holds the pid of the train.py process writing into the run dir
 MIN_FREE_BYTES = 64 << 20  # below this a checkpoint write will fail: refuse at start rather than after training
 DISK_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
@@ -104,3 +106,50 @@ def disk_error(err: BaseException) -> OSError | None:
         seen.add(id(err))
         err = err.__cause__ or err.__context__
     return None
+
+
+def continue_in_run_dir(argv: list[str]) -> list[str]:
+    """``ckpt_path=<run dir>/checkpoints/<file>`` continues that run in its own dir, as a resume: ModelCheckpoint
+    restores its ranking, so the final test uses the best checkpoint over all steps, old and new; the CSV history
+    is appended and run.json records the resume. The command line is left alone when it names a dir
+    (``hydra.run.dir=`` / ``paths.output_dir=``: a new run starting from the checkpoint), starts a sweep, or the
+    checkpoint is not inside a genlab run dir."""
+    keys = {a.lstrip("+").split("=", 1)[0]: a.split("=", 1)[1] for a in argv if "=" in a and not a.startswith("-")}
+    value = keys.get("ckpt_path")
+    if not value or value == "last" or {"hydra.run.dir", "paths.output_dir"} & set(keys) or \
+            any(a in ("-m", "--multirun") for a in argv):
+        return argv
+    ckpt = Path(value).expanduser().absolute()
+    run = ckpt.parent.parent
+    if not (ckpt.exists() and ckpt.parent.name == "checkpoints" and (run / RUN_FILE).is_file()):
+        return argv
+    return [*argv, f"hydra.run.dir={_override_value(str(run))}"]
+
+
+def _override_value(text: str) -> str:
+    """``text`` as a Hydra override value: quoted when it holds characters the override grammar reads."""
+    if all(c.isalnum() or c in "/._-:+@" for c in text):
+        return text
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def is_fresh(out: Path) -> bool:
+    """``out`` holds nothing but what Hydra wrote on starting this process: a config error may remove it."""
+    return out.is_dir() and all(p.name in HYDRA_START_FILES for p in out.iterdir())
+
+
+def remove_unused(out: Path, log_dir: Path) -> bool:
+    """Remove a run dir that a run stopped in before it trained (a config error): no checkpoint, nothing written
+    but the start-up files; and its experiment folder below ``log_dir`` when that is left empty. Returns whether
+    the run dir was removed."""
+    ckpts = out / "checkpoints"
+    if ckpts.is_dir() and any(ckpts.iterdir()):
+        return False
+    shutil.rmtree(out, ignore_errors=True)
+    parent = out.parent.resolve()
+    if parent != log_dir.resolve() and log_dir.resolve() in parent.parents:
+        try:
+            parent.rmdir()  # only when empty
+        except OSError:
+            pass
+    return not out.exists()

@@ -27,7 +27,7 @@ DESCRIPTIONS = {
     "tokenizer": "the tokenizer the model was trained with",
     SUMMARY_FILE: "this summary",
 }
-HIDDEN = {".hydra", "wandb_id"}
+HIDDEN = {"wandb_id"}  # and dot files: .hydra, the run lock, temporary files
 MAX_LISTED = 4  # files named inside a folder before "... and N more"
 
 
@@ -51,7 +51,7 @@ def _checkpoints(folder: Path, best: str | None) -> str:
 
 
 def _entry(path: Path, best: str | None) -> str | None:
-    if path.name in HIDDEN or (path.is_file() and path.stat().st_size == 0):
+    if path.name in HIDDEN or path.name.startswith(".") or (path.is_file() and path.stat().st_size == 0):
         return None
     what = DESCRIPTIONS.get(path.name, "")
     if path.is_dir():

@@ -6,6 +6,7 @@ import logging
 import math
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytorch_lightning as pl
@@ -14,8 +15,9 @@ from omegaconf import DictConfig, OmegaConf
 from genlab.callbacks.interrupt import TrainingInterrupted
 from genlab.callbacks.run_record import RunRecord
 from genlab.cli import build, run_dir
-from genlab.cli.errors import guarded
+from genlab.cli.errors import find_user_error, guarded, in_multirun
 from genlab.cli.memory import check_memory
+from genlab.cli.quiet import quiet_resume
 from genlab.cli.summary import print_summary
 from genlab.cli.validate import validate_config
 from genlab.errors import ConfigError
@@ -28,7 +30,8 @@ def output_dir(cfg: DictConfig) -> Path:
     return Path(cfg.paths.output_dir)
 
 
-def train(cfg: DictConfig) -> float:
+def train(cfg: DictConfig, on_fit: Callable[[], None] = lambda: None) -> float:
+    """Fit, test the best checkpoint, record and summarise; ``on_fit`` is called as training starts."""
     validate_config(cfg)
     out = output_dir(cfg)
     _check_devices(cfg)
@@ -50,11 +53,15 @@ def train(cfg: DictConfig) -> float:
         keep_tokenizer(datamodule, out)
     ckpt = build.resolve_checkpoint(cfg.get("ckpt_path"), out)
     if ckpt is not None and Path(ckpt).is_file():
-        logged_step = check_resume_checkpoint(ckpt, cfg, task)
+        logged_step, step = check_resume_checkpoint(ckpt, cfg, task)
         for logger in trainer.loggers:
             if hasattr(logger, "resumed_at"):  # genlab's CSV logger: history appended, not replaced
                 logger.resumed_at(logged_step)
+        _log_resume(cfg, Path(ckpt), out, step)
+    if ckpt is not None:
+        quiet_resume(datamodule)
 
+    on_fit()
     _fit(cfg, trainer, task, datamodule, ckpt)
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
     best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
@@ -68,10 +75,19 @@ def train(cfg: DictConfig) -> float:
     return metrics.get(task.monitor, math.nan)
 
 
-def check_resume_checkpoint(path: str, cfg: DictConfig, task: pl.LightningModule) -> int:
+def _log_resume(cfg: DictConfig, ckpt: Path, out: Path, step: int) -> None:
+    if ckpt.parent.parent.resolve() == out.resolve():
+        log.info("continuing the run in %s from %s (after step %d) up to trainer.max_steps=%s; the final test uses the best "
+                 "checkpoint over all its steps", out, ckpt.name, step, cfg.trainer.get("max_steps"))
+    else:
+        log.info("starting a new run in %s from %s (after step %d); its best checkpoint is chosen among this run's "
+                 "validations", out, ckpt, step)
+
+
+def check_resume_checkpoint(path: str, cfg: DictConfig, task: pl.LightningModule) -> tuple[int, int]:
     """``ckpt_path`` is a whole training checkpoint of this model: a truncated file, a weights-only file or another
     preset's checkpoint is one message naming the file and the preset that wrote it, not a torch traceback.
-    Returns the logging step the checkpoint was written at."""
+    Returns the logging step and the optimiser step the checkpoint was written at."""
     from genlab import checkpoints
 
     fix = "pass a checkpoints/*.ckpt file written by train.py for this experiment"
@@ -95,7 +111,8 @@ def check_resume_checkpoint(path: str, cfg: DictConfig, task: pl.LightningModule
                                           f"or {fix}.")
     loops = ckpt.get("loops") or {}
     epoch_loop = (loops.get("fit_loop") or {}).get("epoch_loop.state_dict") or {}
-    return int(epoch_loop.get("_batches_that_stepped", ckpt.get("global_step", 0)))  # the logging step
+    step = int(ckpt.get("global_step", 0))
+    return int(epoch_loop.get("_batches_that_stepped", step)), step
 
 
 def _check_full_pass_monitor(cfg: DictConfig, task: pl.LightningModule) -> None:
@@ -159,21 +176,30 @@ def _summary(cfg: DictConfig, metrics: dict[str, float], out: Path, best: str) -
 
 
 def main(cfg: DictConfig) -> float:
+    out, fitting = output_dir(cfg), []
+    fresh = build_rank_zero() and run_dir.is_fresh(out)  # nothing in it yet but Hydra's start-up files
+
     def record_failure(err: BaseException) -> None:
-        write_final_metrics(output_dir(cfg), {}, status="failed", error=f"{type(err).__name__}: {err}")
+        user_error = find_user_error(err)
+        if not in_multirun() and (isinstance(user_error, ConfigError) or (user_error and not fitting)):
+            # stopped before training: a new run dir goes, an existing run's records stay as they were
+            if fresh and run_dir.remove_unused(out, Path(cfg.paths.log_dir)):
+                log.info("removed the run dir %s: the run stopped before training", out)
+            return
+        write_final_metrics(out, {}, status="failed", error=f"{type(err).__name__}: {err}")
 
     def run() -> float:
         try:
-            return train(cfg)
+            return train(cfg, on_fit=lambda: fitting.append(True))
         except TrainingInterrupted as stop:
-            write_final_metrics(output_dir(cfg), {}, status="interrupted", error=str(stop))
+            write_final_metrics(out, {}, status="interrupted", error=str(stop))
             print(f"interrupted: {stop}", file=sys.stderr, flush=True)
             sys.exit(128 + stop.signum)
         except RuntimeError as err:  # torch.save's writer reports a full disk as a RuntimeError
             disk = run_dir.disk_error(err)
             if disk is None:
                 raise
-            raise run_dir.RunDirError(f"writing into {output_dir(cfg)} failed ({disk.strerror or disk}); the "
+            raise run_dir.RunDirError(f"writing into {out} failed ({disk.strerror or disk}); the "
                                       "checkpoints written before are intact. Free the disk, then resume with "
                                       "ckpt_path=last.") from err
 

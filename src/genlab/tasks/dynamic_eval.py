@@ -14,13 +14,16 @@ model and repeated runs are bit-identical.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import torch
 from torch import Tensor, nn
 
 from genlab.errors import UserError
+
+# Called after every chunk: (chunks done, chunks in all, token-mean NLL so far or None), e.g. to log progress.
+Progress = Callable[[int, int, float | None], None]
 
 
 def _stream_rows(tokens: Tensor, batch_size: int) -> Tensor:
@@ -29,6 +32,10 @@ def _stream_rows(tokens: Tensor, batch_size: int) -> Tensor:
     if length < 2:
         raise UserError(f"dynamic evaluation: {len(tokens)} tokens are too few for {batch_size} streams.")
     return tokens[: length * batch_size].view(batch_size, length)
+
+
+def _n_chunks(rows: Tensor, bptt: int) -> int:
+    return math.ceil((rows.shape[1] - 1) / bptt)
 
 
 def _chunks(rows: Tensor, bptt: int) -> Iterator[tuple[Tensor, Tensor]]:
@@ -63,7 +70,7 @@ def _params(model: nn.Module) -> list[tuple[str, nn.Parameter]]:
 
 
 def gradient_statistics(model: nn.Module, train_tokens: Tensor, batch_size: int = 100, bptt: int = 5,
-                        ms: bool = False) -> dict[str, Tensor]:
+                        ms: bool = False, progress: Progress | None = None) -> dict[str, Tensor]:
     """Per-parameter ``MS`` from the training stream (step 1)."""
     params = _params(model)
     sq = {n: torch.zeros_like(p) for n, p in params}
@@ -78,6 +85,8 @@ def gradient_statistics(model: nn.Module, train_tokens: Tensor, batch_size: int 
                 if p.grad is not None:
                     sq[n] += p.grad.detach() ** 2
             n_chunks += 1
+            if progress is not None:
+                progress(n_chunks, _n_chunks(rows, bptt), None)
         model.zero_grad(set_to_none=True)
     return {n: (s / n_chunks).sqrt() if ms else s.sqrt() for n, s in sq.items()}
 
@@ -101,7 +110,8 @@ def apply_update(params, theta0, decrate, stats, lr: float, lamb: float, epsilon
 
 
 def dynamic_evaluate(model: nn.Module, tokens: Tensor, stats: dict[str, Tensor], lr: float = 0.002,
-                     lamb: float = 0.075, epsilon: float = 0.001, bptt: int = 5) -> tuple[float, list[float]]:
+                     lamb: float = 0.075, epsilon: float = 0.001, bptt: int = 5,
+                     progress: Progress | None = None) -> tuple[float, list[float]]:
     """Step 2 on one split (batch 1). Returns the token-mean NLL and the per-chunk losses (each recorded
     before its update). The weights are back at theta0 afterwards."""
     params = _params(model)
@@ -109,6 +119,7 @@ def dynamic_evaluate(model: nn.Module, tokens: Tensor, stats: dict[str, Tensor],
     decrate = decay_rates(stats, lamb)
     rows = _stream_rows(tokens.to(next(model.parameters()).device), 1)
     losses, lengths, memory = [], [], None
+    scored_nll, scored_tokens, n_chunks = 0.0, 0, _n_chunks(rows, bptt)
     try:
         with _no_dropout_with_grad(model):
             for x, y in _chunks(rows, bptt):
@@ -118,6 +129,9 @@ def dynamic_evaluate(model: nn.Module, tokens: Tensor, stats: dict[str, Tensor],
                 lengths.append(x.shape[1])
                 loss.backward()
                 apply_update(params, theta0, decrate, stats, lr, lamb, epsilon)
+                if progress is not None:
+                    scored_nll, scored_tokens = scored_nll + losses[-1] * lengths[-1], scored_tokens + lengths[-1]
+                    progress(len(losses), n_chunks, scored_nll / scored_tokens)
     finally:
         with torch.no_grad():
             for n, p in params:
