@@ -19,6 +19,7 @@ from genlab.nn.gan_layers import (
     WNLinear,
     init_batchnorm_gamma,
 )
+from genlab.nn.mlp import mlp_layers
 
 
 class MLPDiscriminator(nn.Module):
@@ -158,6 +159,26 @@ class ConvEncoder(nn.Module):
         return mu, log_sigma
 
 
+class ToyDiscriminator(nn.Module):
+    """2-D toy D (spec §5.3, §7 check 17): [Linear, ReLU] per hidden size, then K logits; h(x) is the last hidden
+    layer. ``linear_features`` drops that layer's ReLU, so a 2-D feature space is not folded into a quadrant (the
+    two-circles feature plot)."""
+
+    def __init__(self, in_dim: int = 2, hidden: Sequence[int] = (128, 128), n_classes: int = 4,
+                 linear_features: bool = False) -> None:
+        super().__init__()
+        layers, prev = mlp_layers(in_dim, hidden)
+        if linear_features:
+            layers.pop()
+        self.trunk = nn.Sequential(*layers)
+        self.head = nn.Linear(prev, n_classes)
+        self.feature_dim = prev
+
+    def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        h = self.trunk(x)
+        return self.head(h), h
+
+
 def sample_noise(n: int, z_dim: int, device: torch.device | str = "cpu",
                  generator: torch.Generator | None = None) -> Tensor:
     """The bad-GAN prior: z_j ~ U(0, 1) i.i.d. (spec pitfall 11)."""
@@ -165,9 +186,11 @@ def sample_noise(n: int, z_dim: int, device: torch.device | str = "cpu",
 
 
 class BadGAN(nn.Module):
-    """Holds D, G and the optional encoder so one ``model:`` config builds the whole system."""
+    """Holds D, G and the optional encoder so one ``model:`` config builds the whole system. ``generator`` is None
+    when the fake points come from a known distribution served by the data (``task.fake_source=data``)."""
 
-    def __init__(self, discriminator: nn.Module, generator: nn.Module, encoder: nn.Module | None = None) -> None:
+    def __init__(self, discriminator: nn.Module, generator: nn.Module | None = None,
+                 encoder: nn.Module | None = None) -> None:
         super().__init__()
         self.discriminator = discriminator
         self.generator = generator

@@ -6,7 +6,12 @@ D optimiser is stepped through Lightning (so ``trainer.global_step`` counts iter
 stepped directly. Learning rates follow the reference code's per-"epoch" schedule, an epoch being one pass
 over the unlabelled stream. A non-finite loss stops training before any parameter is touched, so the last
 checkpoint holds the last good weights. Sample grids and log p histograms are drawn by the callback
-``genlab.callbacks.gan_images.GANSampleImages``, which the task adds (``configure_callbacks``).
+``genlab.callbacks.gan_images.GANSampleImages``, which the task adds (``configure_callbacks``) unless
+``sample_grid=0``.
+
+``fake_source=data`` trains D against a known fake distribution instead of a generator (the 2-D complement
+generator of spec §5.3): the fake batch is the DataModule's ``x_fake``, the model has no generator and there is no
+generator step.
 """
 
 from __future__ import annotations
@@ -67,8 +72,16 @@ class BadGANTask(pl.LightningModule):
                  init_source: str = "unlabeled", init_generator: bool = False, n_eval_generated: int = 2000,
                  sample_grid: int = 100, supervised_only: bool = False, density_pretrain_steps: int = 0,
                  density_pretrain_lr: float = 2e-3, density_pretrain_batch: int = 40,
-                 polyak_decay: float | None = None, polyak_init: str = "zeros", eval_noise_seed: int = 0) -> None:
+                 polyak_decay: float | None = None, polyak_init: str = "zeros", eval_noise_seed: int = 0,
+                 fake_source: str = "generator") -> None:
         super().__init__()
+        if fake_source not in ("generator", "data"):
+            raise ConfigError(f"task.fake_source={fake_source!r}: use 'generator' (G is trained) or 'data' (the "
+                              "DataModule's x_fake, a known fake distribution such as data.fake=complement).")
+        if (fake_source == "generator") != (model.generator is not None):
+            raise ConfigError(f"task.fake_source={fake_source} needs " + (
+                "model.generator (a generator network)" if fake_source == "generator" else
+                "model.generator=null: the fake points come from the data, so no generator is trained") + ".")
         if scheduler is not None:
             raise ConfigError("task.scheduler must be null for the bad GAN: its per-epoch schedule is set by "
                               "task.lr_horizon_epochs and task.lr_floor.")
@@ -112,12 +125,16 @@ class BadGANTask(pl.LightningModule):
 
     # ----------------------------------------------------------------------------------------------- setup
     def configure_callbacks(self) -> list[pl.Callback]:
-        """The sample grid and log p histogram of every validation (pictures are a callback's job, not the task's)."""
+        """The sample grid and log p histogram of every validation (pictures are a callback's job, not the task's);
+        none with ``sample_grid=0`` (2-D points are no images) or without a generator."""
+        if not self.hparams.sample_grid or self.model.generator is None:
+            return []
         return [GANSampleImages(self.hparams.image_shape)]
 
     def configure_optimizers(self):
-        opts = [self.make_opt_d(self.model.discriminator.parameters()),
-                self.make_opt_g(self.model.generator.parameters())]
+        opts = [self.make_opt_d(self.model.discriminator.parameters())]
+        if self.model.generator is not None:
+            opts.append(self.make_opt_g(self.model.generator.parameters()))
         if self.make_opt_enc is not None and self.model.encoder is not None:
             opts.append(self.make_opt_enc(self.model.encoder.parameters()))
         for opt in opts:
@@ -133,7 +150,7 @@ class BadGANTask(pl.LightningModule):
         x = torch.cat(batches).to(self.device)
         with data_dependent_init(self.model.discriminator):
             self.model.discriminator(x)
-        if self.hparams.init_generator:
+        if self.hparams.init_generator and self.model.generator is not None:
             with data_dependent_init(self.model.generator):
                 self.model.generator(self._noise(len(x)))
         if self.model.encoder is not None:  # the encoder head is initialised on generated images (spec §2.5.3)
@@ -234,8 +251,11 @@ class BadGANTask(pl.LightningModule):
 
     def d_step(self, batch: dict[str, Tensor], opt_d) -> dict[str, Tensor] | None:
         d, g = self.model.discriminator, self.model.generator
-        with torch.no_grad():
-            x_gen = g(self._noise(len(batch["x_unl"])))
+        if self.hparams.fake_source == "data":
+            x_gen = batch["x_fake"]
+        else:
+            with torch.no_grad():
+                x_gen = g(self._noise(len(batch["x_unl"])))
         logits_lab, _ = d(batch["x_lab"])
         logits_unl, _ = d(batch["x_unl"])
         logits_gen, _ = d(x_gen.detach())
@@ -297,6 +317,9 @@ class BadGANTask(pl.LightningModule):
             self.log_dict({"train/loss": parts["loss"].detach(), "train/d_loss": parts["loss"].detach(),
                            "train/train_err": parts["train_err"]})
             return
+        if self.model.generator is None:  # fake points from the data: no generator step
+            self.log_dict(self._d_logs(parts, opts[0]))
+            return
         x_unl2 = batch.get("x_unl2", batch["x_unl"])
         g_parts = self.g_loss(x_unl2)
         if not self._finite_or_stop("the generator loss", g_parts["loss"]):
@@ -308,12 +331,18 @@ class BadGANTask(pl.LightningModule):
         for o in raw:
             o.step()
         self.model.discriminator.zero_grad(set_to_none=True)
-        logs = {"train/loss": parts["loss"]}
+        logs = self._d_logs(parts, opts[0])
+        logs.update({f"train/g_{k}": v.detach() for k, v in g_parts.items()})
+        self.log_dict(logs, prog_bar=False)
+
+    @staticmethod
+    def _d_logs(parts: dict[str, Tensor], opt_d) -> dict[str, Any]:
+        logs: dict[str, Any] = {"train/loss": parts["loss"]}
         logs.update({f"train/d_{k}": v for k, v in parts.items() if k in ("loss", "sup", "unl", "gen", "ent")})
         logs.update({f"train/{k}": v for k, v in parts.items() if k.endswith("acc") or k == "train_err"})
-        logs.update({f"train/g_{k}": v for k, v in g_parts.items()})
-        logs["train/lr_d"] = opts[0].optimizer.param_groups[0]["lr"]
-        self.log_dict({k: v.detach() if torch.is_tensor(v) else v for k, v in logs.items()}, prog_bar=False)
+        logs = {k: v.detach() for k, v in logs.items()}
+        logs["train/lr_d"] = opt_d.optimizer.param_groups[0]["lr"]
+        return logs
 
     # ------------------------------------------------------------------------------------------ evaluation
     def on_validation_epoch_start(self) -> None:
@@ -341,7 +370,15 @@ class BadGANTask(pl.LightningModule):
         if ev["n"] == 0:
             return
         err = 100.0 * ev["n_err"] / ev["n"]
+        logs = {f"{stage}/err": err, f"{stage}/n_err": float(ev["n_err"]),
+                f"{stage}/ent": float(L.conditional_entropy(torch.cat(ev["logits"])))}
+        if stage == "valid":
+            self.best_err = min(self.best_err, err)
+            logs["valid/err_best"] = self.best_err
         g, d = self.model.generator, self.eval_discriminator
+        if g is None:  # fake points from the data: nothing generated to score
+            self.log_dict(logs, sync_dist=True)
+            return
         n_gen = min(self.hparams.n_eval_generated, ev["n"])
         # A private generator: evaluation never moves the training RNG (bit-exact resume across evaluations) and
         # every evaluation shows the same z, so sample grids are comparable over time.
@@ -350,12 +387,7 @@ class BadGANTask(pl.LightningModule):
         gen = torch.cat([g(sample_noise(min(500, n_gen - i), z_dim, self.device, rng)) for i in range(0, n_gen, 500)])
         logits_gen = torch.cat([d(gen[i:i + 500])[0] for i in range(0, n_gen, 500)])
         stats = L.true_fake_stats(torch.cat(ev["logits"]), logits_gen)
-        logs = {f"{stage}/err": err, f"{stage}/n_err": float(ev["n_err"])}
         logs.update({f"{stage}/{k}": float(v) for k, v in stats.items()})
-        logs[f"{stage}/ent"] = float(L.conditional_entropy(torch.cat(ev["logits"])))
-        if stage == "valid":
-            self.best_err = min(self.best_err, err)
-            logs["valid/err_best"] = self.best_err
         logp = None
         if self.density is not None and not torch.isnan(self.ld_threshold):
             logp = self.log_density_batched(gen[:400])

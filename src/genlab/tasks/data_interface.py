@@ -9,7 +9,9 @@ existing task provides the members of that task's protocol.
   sequence classification :class:`ClassificationData`, span extraction :class:`SpanData`, multiple choice
   :class:`MultipleChoiceData`; GPT finetuning (``tasks.gpt``): ``ClassificationData`` when the data has dev
   splits (GLUE, SNLI, SciTail, documents), else ``MultipleChoiceData`` (RACE, Story Cloze);
-* bad GAN (``tasks.bad_gan`` and its pictures, ``callbacks.gan_images``): :class:`SSLImageData`;
+* bad GAN (``tasks.bad_gan`` and its pictures, ``callbacks.gan_images``): :class:`SSLImageData` (the 2-D toys of
+  ``data.synthetic.ssl_toy2d`` too; ``reference_images`` only with a density model; with
+  ``task.fake_source=data`` each training batch carries ``x_fake``);
 * CEGAN (``tasks.cegan``): :class:`Toy2DData` (grid KLs) and/or :class:`OneClassImageData` (energy ranking);
 * LM, pretraining (PLM / DAE / MLM), Planetoid, PixelCNN++: nothing, batches only.
 """

@@ -11,12 +11,12 @@ import torch
 
 from genlab.data.finetune import glue
 from genlab.data.finetune.gpt_datamodules import (
-    EpochShuffle,
     GPTClassificationDataModule,
     GPTRaceDataModule,
     GPTStoryClozeDataModule,
 )
 from genlab.data.finetune.gpt_transforms import SpecialTokens
+from genlab.data.finetune.resumable import EpochShuffle
 from genlab.errors import DataError
 
 
@@ -84,24 +84,25 @@ def test_story_cloze_cuts_story_and_ending_to_half_the_context(cache):
     assert next(iter(dm.test_dataloader()))["input_ids"].shape[1] == 2
 
 
-def test_training_order_resumes_mid_epoch_from_the_checkpointed_position(cache):
-    order = EpochShuffle(10, seed=3)
-    first, second = list(order), list(order)
-    assert sorted(first) == list(range(10)) and first != second  # a new permutation each epoch
+def test_training_order_resumes_mid_epoch_from_the_checkpointed_position(cache, monkeypatch):
+    """The shared resumable order (``genlab.data.finetune.resumable``), keyed on data.seed, not the process seed."""
+    monkeypatch.setenv("PL_GLOBAL_SEED", "11")
     dm = setup(GPTClassificationDataModule("sst2", source="mini", cache_dir=cache, vocab_size=300, batch_size=8,
                                            seed=5))
-    dm.trainer = SimpleNamespace(training=True)
+    dm.trainer = SimpleNamespace(training=True, current_epoch=0)
     loader = dm.train_dataloader()
-    for batch in loader:  # one epoch and three batches of the next
+    for batch in loader:  # one epoch and three batches of the next (Lightning calls set_epoch between them)
         dm.on_before_batch_transfer(batch, 0)
+    loader.sampler.set_epoch(1)
     for _, batch in zip(range(3), loader):
         dm.on_before_batch_transfer(batch, 0)
     state = dm.state_dict()
-    assert state == {"epoch": 1, "consumed": 24}
+    assert state == {"train_epoch": 1, "train_consumed": 24}
     fresh = setup(GPTClassificationDataModule("sst2", source="mini", cache_dir=cache, vocab_size=300, batch_size=8,
                                               seed=5))
+    fresh.trainer = SimpleNamespace(training=True, current_epoch=1)
     fresh.load_state_dict(state)
     resumed = next(iter(fresh.train_dataloader()))["index"]
     expected = EpochShuffle(len(dm.splits["train"]), 5)
-    list(expected)
+    expected.set_epoch(1)
     assert torch.equal(resumed, torch.tensor(list(expected)[24:32]))

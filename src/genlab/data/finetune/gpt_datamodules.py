@@ -17,8 +17,9 @@ The specials are the ids after the tokenizer's vocabulary (``SpecialTokens.after
 
 ``tokenizer``: the pretraining run's (``data.tokenizer=<its .ckpt>``, or a BPE ``.model``, or an HF ``openai-gpt``
 folder); null trains a GPT BPE of ``vocab_size`` pieces on the task's training text (from-scratch runs).
-Training order: a permutation per epoch keyed on (``seed``, epoch), and the DataModule's state (epoch, examples
-consumed) is checkpointed, so a killed run resumes mid-epoch on exactly the batches it would have seen.
+Training order: the finetuning suite's resumable order (``genlab.data.finetune.resumable``), a permutation per
+epoch keyed on (``seed``, epoch) whose position is checkpointed, so a killed run resumes mid-epoch on exactly the
+batches it would have seen.
 """
 
 from __future__ import annotations
@@ -27,16 +28,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytorch_lightning as pl
 import torch
-from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data import DataLoader, Dataset
 
 from genlab.data.finetune import gpt_transforms as T
 from genlab.data.finetune import story_cloze as sc
 from genlab.data.finetune.datamodule import ClassificationDataModule
 from genlab.data.finetune.glue import Example
 from genlab.data.finetune.race import RaceDataModule, RaceQuestion
+from genlab.data.finetune.resumable import ResumableTrainOrder
 from genlab.data.sources.tiers import DEFAULT_CACHE, locate
 from genlab.data.tokenizers.gpt_bpe import (
     GPTTokenizer,
@@ -95,62 +96,24 @@ def collate(items: list[dict[str, Any]]) -> dict[str, Any]:
     return batch
 
 
-class EpochShuffle(Sampler[int]):
-    """Training order of epoch e: a permutation keyed on (seed, e); ``start`` skips what a resumed epoch consumed."""
-
-    def __init__(self, n: int, seed: int):
-        self.n, self.seed, self.epoch, self.start, self.current = n, seed, 0, 0, 0
-
-    def __iter__(self):
-        order = np.random.default_rng([self.seed, self.epoch]).permutation(self.n)[self.start:]
-        self.current, self.epoch, self.start = self.epoch, self.epoch + 1, 0
-        return iter(order.tolist())
-
-    def __len__(self) -> int:
-        return self.n
-
-
-class ResumableTrainOrder:
-    """Mixin for the DataModules below: the shuffled training order and its checkpointed position."""
+class GPTLoaders:
+    """The GPT DataModules' loaders: the training split in the shared resumable order
+    (``genlab.data.finetune.resumable``, keyed on ``data.seed``), evaluation splits in order; GPT's collate."""
 
     seed: int
     num_workers: int
-    _order: EpochShuffle | None = None
-    _resume: tuple[int, int] | None = None
-    _position: tuple[int, int] | None = None  # (epoch, examples of it consumed)
 
     def train_loader(self, data: Dataset, batch_size: int) -> DataLoader:
-        self._order = EpochShuffle(len(data), self.seed)
-        if self._resume is not None:
-            epoch, consumed = self._resume
-            self._order.epoch, self._order.start = (epoch, consumed) if consumed < len(data) else (epoch + 1, 0)
-            self._resume = None
-        return DataLoader(data, batch_size=batch_size, sampler=self._order, collate_fn=collate,
-                          num_workers=self.num_workers, persistent_workers=self.num_workers > 0)
+        return self.resumable_loader(data, batch_size, seed=self.seed, collate_fn=collate,
+                                     num_workers=self.num_workers, persistent_workers=self.num_workers > 0)
 
     def eval_loader(self, data: Dataset, batch_size: int) -> DataLoader:
         return DataLoader(data, batch_size=batch_size, shuffle=False, collate_fn=collate,
                           num_workers=self.num_workers, persistent_workers=self.num_workers > 0)
 
-    def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
-        trainer = getattr(self, "trainer", None)
-        if trainer is not None and trainer.training and self._order is not None:
-            epoch, n = self._order.current, int(batch["input_ids"].shape[0])
-            before = self._position[1] if self._position is not None and self._position[0] == epoch else 0
-            self._position = (epoch, before + n)
-        return batch
-
-    def state_dict(self) -> dict[str, Any]:
-        return {} if self._position is None else {"epoch": self._position[0], "consumed": self._position[1]}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state:
-            self._resume = (int(state["epoch"]), int(state["consumed"]))
-            self._position = self._resume
-
 
 # ------------------------------------------------------------------------------------------------ GLUE / NLI / docs
-class GPTClassificationDataModule(ResumableTrainOrder, ClassificationDataModule):
+class GPTClassificationDataModule(GPTLoaders, ClassificationDataModule):
     """``ClassificationDataModule`` (same ``task`` names, tiers and splits) with GPT's transforms."""
 
     layouts = GPT_LAYOUTS
@@ -195,7 +158,7 @@ class GPTClassificationDataModule(ResumableTrainOrder, ClassificationDataModule)
 
 
 # ------------------------------------------------------------------------------------------------ RACE
-class GPTRaceDataModule(ResumableTrainOrder, RaceDataModule):
+class GPTRaceDataModule(GPTLoaders, RaceDataModule):
     """RACE with one ``<s> article question $ option <e>`` per option (the article cut from its end to fit)."""
 
     def __init__(self, source: str = "path", path: str | None = None, cache_dir: str | None = None,
@@ -225,7 +188,7 @@ class GPTRaceDataModule(ResumableTrainOrder, RaceDataModule):
 
 
 # ------------------------------------------------------------------------------------------------ Story Cloze
-class GPTStoryClozeDataModule(ResumableTrainOrder, pl.LightningDataModule):
+class GPTStoryClozeDataModule(GPTLoaders, ResumableTrainOrder, pl.LightningDataModule):
     """Story Cloze (``source``: ``path`` = the folder of the two official CSVs, or ``mini``); validation = the dev
     part of the release split, test = the test file."""
 

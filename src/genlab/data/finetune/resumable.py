@@ -59,8 +59,12 @@ class ResumableTrainOrder:
     _order: EpochShuffle | None = None
     _position: tuple[int, int] = (0, 0)  # (epoch, examples of it consumed)
 
-    def resumable_loader(self, dataset: Dataset, batch_size: int, **kwargs: Any) -> DataLoader:
-        seed = int(os.environ.get("PL_GLOBAL_SEED", 0))  # set by seed_everything: the run's seed
+    def resumable_loader(self, dataset: Dataset, batch_size: int, seed: int | None = None, **kwargs: Any
+                         ) -> DataLoader:
+        """``seed`` keys the order (a DataModule's ``data.seed``); by default the run's seed, which
+        ``seed_everything`` exports."""
+        if seed is None:
+            seed = int(os.environ.get("PL_GLOBAL_SEED", 0))
         self._order = EpochShuffle(len(dataset), seed)
         trainer = getattr(self, "trainer", None)
         if trainer is not None:  # Lightning prefetches the first batch of a (resumed) fit before its set_epoch call

@@ -55,14 +55,16 @@ def _batches(n: int, batch_size: int, seed: int, start: int = 0) -> Iterator[Ten
 
 
 class SSLStream(IterableDataset):
-    """The training batches from position ``start`` on; each carries its ``position`` so the DataModule can
+    """The training batches from position ``start`` on (with ``x_fake``, a pool of points of a known fake
+    distribution, each batch also carries ``x_fake`` [B_u, ...]); each carries its ``position`` so the DataModule can
     record what was really consumed (Lightning prefetches one batch ahead). With ``world_size`` processes the
     batches are drawn ``world_size`` times larger and rank r keeps every world_size-th index from r (disjoint
     shares; an iterable dataset gets no DistributedSampler from Lightning)."""
 
     def __init__(self, x_lab: Tensor, y_lab: Tensor, x_unl: Tensor, batch_lab: int, batch_unl: int,
-                 separate_g_stream: bool, seed: int, start: int = 0, rank: int = 0, world_size: int = 1) -> None:
-        self.x_lab, self.y_lab, self.x_unl = x_lab, y_lab, x_unl
+                 separate_g_stream: bool, seed: int, start: int = 0, rank: int = 0, world_size: int = 1,
+                 x_fake: Tensor | None = None) -> None:
+        self.x_lab, self.y_lab, self.x_unl, self.x_fake = x_lab, y_lab, x_unl, x_fake
         self.batch_lab, self.batch_unl, self.separate, self.seed = batch_lab, batch_unl, separate_g_stream, seed
         self.start, self.rank, self.world = start, rank, world_size
 
@@ -73,6 +75,7 @@ class SSLStream(IterableDataset):
         lab = self._share(len(self.x_lab), self.batch_lab, self.seed * 3 + 1)
         unl = self._share(len(self.x_unl), self.batch_unl, self.seed * 3 + 2)
         unl2 = self._share(len(self.x_unl), self.batch_unl, self.seed * 3 + 3)
+        fake = None if self.x_fake is None else self._share(len(self.x_fake), self.batch_unl, self.seed * 3 + 4)
         position = self.start
         while True:
             i = next(lab)
@@ -80,11 +83,60 @@ class SSLStream(IterableDataset):
                      "position": position}
             if self.separate:
                 batch["x_unl2"] = self.x_unl[next(unl2)]
+            if fake is not None:
+                batch["x_fake"] = self.x_fake[next(fake)]
             yield batch
             position += 1
 
 
-class SSLImageDataModule(pl.LightningDataModule):
+class SSLStreamDataModule(pl.LightningDataModule):
+    """What the bad GAN's semi-supervised DataModules share: the resumable training stream over ``x_lab`` /
+    ``y_lab`` / ``x_unl`` (and ``x_fake`` when set), ``x`` / ``y`` evaluation loaders, and the labelled subset and
+    stream position in every checkpoint. A subclass sets those tensors and ``labeled_indices`` in ``setup`` and has
+    the hparams ``batch_size``, ``labeled_batch_size`` (null = every labelled example in each batch),
+    ``eval_batch_size``, ``g_step_unlabeled`` and ``seed``."""
+
+    x_fake: Tensor | None = None  # a pool of points of a known fake distribution (2-D toys), else None
+    labeled_indices: np.ndarray | None = None
+    next_position = 0  # training batches consumed so far; saved in checkpoints (resume continues here)
+
+    @property
+    def iters_per_epoch(self) -> int:
+        """The reference code's "epoch": one pass over the unlabelled stream."""
+        return math.ceil(len(self.x_unl) / self.hparams.batch_size)
+
+    def train_dataloader(self) -> DataLoader:
+        stream = SSLStream(self.x_lab, self.y_lab, self.x_unl, self.hparams.labeled_batch_size or len(self.x_lab),
+                           self.hparams.batch_size, self.hparams.g_step_unlabeled == "separate", self.hparams.seed,
+                           start=self.next_position, rank=self.trainer.global_rank if self.trainer else 0,
+                           world_size=self.trainer.world_size if self.trainer else 1, x_fake=self.x_fake)
+        return DataLoader(stream, batch_size=None)
+
+    def on_before_batch_transfer(self, batch, dataloader_idx: int):
+        """Count a training batch when Lightning really hands it to the step (not when it is prefetched)."""
+        if isinstance(batch, dict) and "position" in batch:
+            batch = dict(batch)
+            position = int(batch.pop("position"))
+            if self.trainer is not None and self.trainer.training:
+                self.next_position = position + 1
+        return batch
+
+    def _eval_loader(self, x: Tensor, y: Tensor) -> DataLoader:
+        return DataLoader(TensorDataset(x, y), batch_size=self.hparams.eval_batch_size,
+                          collate_fn=lambda items: {"x": torch.stack([a for a, _ in items]),
+                                                    "y": torch.stack([b for _, b in items])})
+
+    def state_dict(self) -> dict:
+        """The labelled subset and the stream position are recorded in every checkpoint."""
+        return {"labeled_indices": None if self.labeled_indices is None else self.labeled_indices.tolist(),
+                "labeled_digest": getattr(self, "labeled_digest", None), "seed": self.hparams.seed,
+                "next_position": self.next_position}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.next_position = int(state.get("next_position", 0))
+
+
+class SSLImageDataModule(SSLStreamDataModule):
     def __init__(self, dataset: str = "mnist5k", source: str = "mini", path: str | None = None,
                  cache_dir: str | None = None, n_labeled: int = 100, seed: int = 0, batch_size: int = 100,
                  labeled_batch_size: int = 100, eval_batch_size: int = 200, unlabeled_pool: str = "exclude_labeled",
@@ -102,8 +154,6 @@ class SSLImageDataModule(pl.LightningDataModule):
         if n_valid < 0:
             raise ConfigError(f"data.n_valid={n_valid} must be >= 0 (0 = validate on the test split, as the paper).")
         self.save_hyperparameters()
-        self.labeled_indices: np.ndarray | None = None
-        self.next_position = 0  # training batches consumed so far; saved in checkpoints (resume continues here)
 
     def _to_float(self, images: np.ndarray) -> Tensor:
         x = torch.from_numpy(images.astype(np.float32)) / DATASETS[self.hparams.dataset][2]
@@ -148,11 +198,6 @@ class SSLImageDataModule(pl.LightningDataModule):
             raise ConfigError(f"data.n_valid={n} leaves no training image ({self.hparams.dataset} has {n_train}).")
         return np.sort(np.random.default_rng(0).permutation(n_train)[:n]) if n else np.zeros(0, dtype=np.int64)
 
-    @property
-    def iters_per_epoch(self) -> int:
-        """The reference code's "epoch": one pass over the unlabelled stream."""
-        return math.ceil(len(self.x_unl) / self.hparams.batch_size)
-
     def reference_images(self, which: str) -> Tensor:
         """Images defining the low-density threshold: ``test`` (the code, transductive) or ``train_unlabeled``."""
         if which == "test":
@@ -160,27 +205,6 @@ class SSLImageDataModule(pl.LightningDataModule):
         if which == "train_unlabeled":
             return self.x_unl
         raise ConfigError(f"task.ld_threshold_set={which!r}: use 'test' or 'train_unlabeled'.")
-
-    def train_dataloader(self) -> DataLoader:
-        stream = SSLStream(self.x_lab, self.y_lab, self.x_unl, self.hparams.labeled_batch_size,
-                           self.hparams.batch_size, self.hparams.g_step_unlabeled == "separate", self.hparams.seed,
-                           start=self.next_position, rank=self.trainer.global_rank if self.trainer else 0,
-                           world_size=self.trainer.world_size if self.trainer else 1)
-        return DataLoader(stream, batch_size=None)
-
-    def on_before_batch_transfer(self, batch, dataloader_idx: int):
-        """Count a training batch when Lightning really hands it to the step (not when it is prefetched)."""
-        if isinstance(batch, dict) and "position" in batch:
-            batch = dict(batch)
-            position = int(batch.pop("position"))
-            if self.trainer is not None and self.trainer.training:
-                self.next_position = position + 1
-        return batch
-
-    def _eval_loader(self, x: Tensor, y: Tensor) -> DataLoader:
-        return DataLoader(TensorDataset(x, y), batch_size=self.hparams.eval_batch_size,
-                          collate_fn=lambda items: {"x": torch.stack([a for a, _ in items]),
-                                                    "y": torch.stack([b for _, b in items])})
 
     def val_dataloader(self) -> DataLoader:
         return self._eval_loader(self.x_valid, self.y_valid)
@@ -193,15 +217,6 @@ class SSLImageDataModule(pl.LightningDataModule):
         identity = {"dataset": self.hparams.dataset, "n_labeled": self.hparams.n_labeled,
                     "labeled_digest": getattr(self, "labeled_digest", None)}
         return {**identity, "n_valid": self.hparams.n_valid} if self.hparams.n_valid else identity
-
-    def state_dict(self) -> dict:
-        """The labelled subset and the stream position are recorded in every checkpoint."""
-        return {"labeled_indices": None if self.labeled_indices is None else self.labeled_indices.tolist(),
-                "labeled_digest": getattr(self, "labeled_digest", None), "seed": self.hparams.seed,
-                "next_position": self.next_position}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.next_position = int(state.get("next_position", 0))
 
 
 class ImageDensityDataModule(SSLImageDataModule):
