@@ -40,6 +40,7 @@ TINY_RUNS = {
 BENCHMARK = "a benchmark: timings are not tests (CONTRIBUTING); run it alone and read its ratios"
 HELP_ONLY = {
     "experiments/perf/attention_paths.py": BENCHMARK,
+    "experiments/funnel/pair_speed.py": BENCHMARK,
     "experiments/perf/funnel_flops.py": BENCHMARK + " (its --tiny run is tests/test_funnel_flops.py)",
     "experiments/perf/gemm_rate.py": BENCHMARK,
     "experiments/perf/lm_data_load.py": BENCHMARK,
