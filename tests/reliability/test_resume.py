@@ -31,11 +31,7 @@ FAMILIES = [
     pytest.param("mos_ptb_awd_mini", *EPOCH_END, id="awd_lstm_epoch_end"),
     pytest.param("mos_ptb_mini", [], ANY, id="mos"),
     pytest.param("bad_gan_mnist_mini", [], ANY, id="bad_gan"),
-    # Known gap (issue 27): with trainer.max_steps (and max_epochs=null) cegan_gmm4_mini did not stop within 10
-    # minutes for 6 steps; its epoch-based preset trains normally, so the step count of its manual optimisation is
-    # the suspect. Skipped rather than left to hang CI until that is fixed.
-    pytest.param("cegan_gmm4_mini", [], ANY, id="cegan",
-                 marks=pytest.mark.skip(reason="CEGAN ignores trainer.max_steps (issue 27 known gap)")),
+    pytest.param("cegan_gmm4_mini", [], ANY, id="cegan"),
     # Planetoid counts one step per sub-batch (the warm-up batch alone is 5 here) and validates after every batch
     pytest.param("planetoid_t_cora_mini", ["trainer.max_steps=-1", "data.steps=6", "data.warmup_label_iters=3",
                                            "data.warmup_graph_iters=2", "trainer.val_check_interval=1"], [9],

@@ -59,8 +59,9 @@ class ResumableTrainOrder:
     _order: EpochShuffle | None = None
     _position: tuple[int, int] = (0, 0)  # (epoch, examples of it consumed)
 
-    def resumable_loader(self, dataset: Dataset, batch_size: int, **kwargs: Any) -> DataLoader:
-        seed = int(os.environ.get("PL_GLOBAL_SEED", 0))  # set by seed_everything: the run's seed
+    def resumable_loader(self, dataset: Dataset, batch_size: int, seed: int | None = None, **kwargs: Any) -> DataLoader:
+        """``seed``: the order's own seed; by default the run's (set by seed_everything)."""
+        seed = int(os.environ.get("PL_GLOBAL_SEED", 0)) if seed is None else seed
         self._order = EpochShuffle(len(dataset), seed)
         trainer = getattr(self, "trainer", None)
         if trainer is not None:  # Lightning prefetches the first batch of a (resumed) fit before its set_epoch call
