@@ -5,7 +5,7 @@ from pathlib import Path
 
 import hydra
 
-from genlab.cli.choices import check_group_choices
+from genlab.cli.choices import check_group_choices, null_choices_to_none
 from genlab.cli.errors import run_hydra_main
 from genlab.cli.eval import main as eval_main
 from genlab.cli.quiet import quiet_third_party
@@ -21,5 +21,6 @@ def main(cfg):
 
 if __name__ == "__main__":
     quiet_third_party()
+    sys.argv[1:] = null_choices_to_none(sys.argv[1:], CONF)
     check_group_choices(sys.argv[1:], CONF)
     run_hydra_main(main)
