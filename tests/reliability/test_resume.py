@@ -19,6 +19,7 @@ pytestmark = pytest.mark.reliability
 # Lightning writes it in on_train_epoch_end).
 ANY = [3, 4, 5]
 EPOCH_END = (["trainer.limit_train_batches=3", "trainer.check_val_every_n_epoch=1"], [3])
+TINY_GPT = ["model.n_layer=1", "model.n_embd=32", "model.n_head=2", "model.n_inner=64"]
 FAMILIES = [
     pytest.param("txl_mini", [], ANY, id="lm"),
     pytest.param("xlnet_base_mini", [], ANY, id="plm"),
@@ -32,6 +33,20 @@ FAMILIES = [
     pytest.param("mos_ptb_mini", [], ANY, id="mos"),
     pytest.param("bad_gan_mnist_mini", [], ANY, id="bad_gan"),
     pytest.param("cegan_gmm4_mini", [], ANY, id="cegan"),
+    pytest.param("gpt_books_mini", [*TINY_GPT, "task.scheduler.warmup_steps=3"], ANY, id="gpt_pretrain"),
+    pytest.param("gpt_sst2_mini", [*TINY_GPT, "data.batch_size=4", "data.max_seq_len=48", "model.n_positions=48"],
+                 ANY, id="gpt_finetune"),
+    pytest.param("funnel_wiki_b1_1_1_mlm_mini", ["data.batch_size=4", "data.eval_batch_size=4", "data.seq_len=32",
+                                                 "data.masking.num_targets=5", "model.block_sizes=[1,1,1]",
+                                                 "model.block_repeats=[1,1,1]", "task.scheduler.warmup_steps=3"],
+                 ANY, id="funnel_mlm"),
+    # the kill lands in the adversarial phase, after the MLE warm-up (task.mle_steps)
+    pytest.param("gdan_squad_gen_domain_adv_mini", ["data.mini=synthetic", "model.reader.embed_dim=8",
+                                                    "model.reader.hidden=4", "model.generator.embed_dim=8",
+                                                    "model.generator.enc_hidden=4", "model.generator.dec_hidden=8",
+                                                    "model.generator.max_question_len=6", "data.batch_size=4",
+                                                    "data.unlabeled_batch_size=4", "data.eval_batch_size=64",
+                                                    "task.mle_steps=3"], ANY, id="gdan"),
     # Planetoid counts one step per sub-batch (the warm-up batch alone is 5 here) and validates after every batch
     pytest.param("planetoid_t_cora_mini", ["trainer.max_steps=-1", "data.steps=6", "data.warmup_label_iters=3",
                                            "data.warmup_graph_iters=2", "trainer.val_check_interval=1"], [9],
