@@ -7,7 +7,7 @@ from pathlib import Path
 
 import hydra
 
-from genlab.cli.choices import check_group_choices
+from genlab.cli.choices import check_group_choices, null_choices_to_none
 from genlab.cli.errors import run_hydra_main
 from genlab.cli.eval import evaluates_init_from, main_init_from
 from genlab.cli.eval import main as eval_main
@@ -30,5 +30,6 @@ def main_preset(cfg):
 
 if __name__ == "__main__":
     quiet_third_party()
+    sys.argv[1:] = null_choices_to_none(sys.argv[1:], CONF)
     check_group_choices(sys.argv[1:], CONF)
     run_hydra_main(main_preset if evaluates_init_from(sys.argv[1:]) else main)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import hydra
 
-from genlab.cli.choices import check_group_choices
+from genlab.cli.choices import check_group_choices, null_choices_to_none
 from genlab.cli.errors import run_hydra_main
 from genlab.cli.quiet import quiet_third_party
 from genlab.cli.run_dir import continue_in_run_dir
@@ -22,6 +22,7 @@ def main(cfg):
 
 if __name__ == "__main__":
     quiet_third_party()
+    sys.argv[1:] = null_choices_to_none(sys.argv[1:], CONF)
     check_group_choices(sys.argv[1:], CONF)
     sys.argv[1:] = continue_in_run_dir(sys.argv[1:])  # ckpt_path=<run>/checkpoints/x.ckpt extends <run> in place
     run_hydra_main(main)

@@ -62,3 +62,22 @@ def test_validation_interval_longer_than_an_epoch_exits_2_naming_the_fix(tmp_pat
     assert result.returncode == 2, result.stderr[-3000:]
     assert "trainer.val_check_interval=1000" in result.stderr
     assert "trainer.check_val_every_n_epoch=null" in result.stderr
+
+
+def test_logger_null_means_no_logger(tmp_path):
+    """``logger=null`` (Hydra 1.3 alone refuses a null group choice with a traceback) trains with no logger."""
+    run_dir = tmp_path / "run"
+    result = run("train.py", *TINY, "logger=null", "trainer.max_steps=2", "trainer.limit_val_batches=1",
+                 "test_after_fit=false", f"hydra.run.dir={run_dir}", tmp_path=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (run_dir / "checkpoints" / "last.ckpt").is_file()
+    assert not (run_dir / "csv").exists() and not (run_dir / "wandb").exists()
+    assert "logger: none" in (run_dir / ".hydra" / "hydra.yaml").read_text()
+
+
+def test_null_group_choice_becomes_none_where_the_group_has_one():
+    from genlab.cli.choices import null_choices_to_none
+
+    argv = ["logger=null", "logger=csv,null", "model=null", "+logger.x=null", "trainer.logger=null"]
+    assert null_choices_to_none(argv, ROOT / "conf") == [
+        "logger=none", "logger=csv,none", "model=null", "+logger.x=null", "trainer.logger=null"]

@@ -15,9 +15,11 @@ pytestmark = pytest.mark.reliability
 
 # (preset, extra overrides, steps the kill may land on). Checkpoints at steps 2, 4, 6 and at every validation; the
 # kill lands after the first one. limit_train_batches=3 makes step 3 an epoch end (validation, then a checkpoint):
-# a kill at step 3 resumes from an end-of-epoch checkpoint into the next epoch.
+# a kill at step 3 resumes from an end-of-epoch checkpoint into the next epoch (validation every epoch, so that
+# Lightning writes it in on_train_epoch_end).
 ANY = [3, 4, 5]
-EPOCH_END = (["trainer.limit_train_batches=3"], [3])
+EPOCH_END = (["trainer.limit_train_batches=3", "trainer.check_val_every_n_epoch=1"], [3])
+TINY_GPT = ["model.n_layer=1", "model.n_embd=32", "model.n_head=2", "model.n_inner=64"]
 FAMILIES = [
     pytest.param("txl_mini", [], ANY, id="lm"),
     pytest.param("xlnet_base_mini", [], ANY, id="plm"),
@@ -26,17 +28,25 @@ FAMILIES = [
     pytest.param("xlnet_sst2_mini", *EPOCH_END, id="classification_epoch_end"),
     pytest.param("bert_squad1_mini", ["callbacks.checkpoint.monitor=null"], ANY, id="span"),  # F1: full dev pass
     pytest.param("bert_race_mini", [], ANY, id="multiple_choice"),
-    # Known gap (issue 27): resumed from the checkpoint of its epoch-end validation, the run counts one epoch more
-    # (fit_loop epoch_progress.processed 3 vs 2) and trains the next epoch on other window lengths.
-    pytest.param("mos_ptb_awd_mini", *EPOCH_END, id="awd_lstm_epoch_end",
-                 marks=pytest.mark.xfail(strict=True, reason="AWD-LSTM end-of-epoch resume diverges (issue 27)")),
+    # epoch-end checkpoint of an unsized loader whose window lengths are drawn per epoch (set_epoch)
+    pytest.param("mos_ptb_awd_mini", *EPOCH_END, id="awd_lstm_epoch_end"),
     pytest.param("mos_ptb_mini", [], ANY, id="mos"),
     pytest.param("bad_gan_mnist_mini", [], ANY, id="bad_gan"),
-    # Known gap (issue 27): with trainer.max_steps (and max_epochs=null) cegan_gmm4_mini did not stop within 10
-    # minutes for 6 steps; its epoch-based preset trains normally, so the step count of its manual optimisation is
-    # the suspect. Skipped rather than left to hang CI until that is fixed.
-    pytest.param("cegan_gmm4_mini", [], ANY, id="cegan",
-                 marks=pytest.mark.skip(reason="CEGAN ignores trainer.max_steps (issue 27 known gap)")),
+    pytest.param("cegan_gmm4_mini", [], ANY, id="cegan"),
+    pytest.param("gpt_books_mini", [*TINY_GPT, "task.scheduler.warmup_steps=3"], ANY, id="gpt_pretrain"),
+    pytest.param("gpt_sst2_mini", [*TINY_GPT, "data.batch_size=4", "data.max_seq_len=48", "model.n_positions=48"],
+                 ANY, id="gpt_finetune"),
+    pytest.param("funnel_wiki_b1_1_1_mlm_mini", ["data.batch_size=4", "data.eval_batch_size=4", "data.seq_len=32",
+                                                 "data.masking.num_targets=5", "model.block_sizes=[1,1,1]",
+                                                 "model.block_repeats=[1,1,1]", "task.scheduler.warmup_steps=3"],
+                 ANY, id="funnel_mlm"),
+    # the kill lands in the adversarial phase, after the MLE warm-up (task.mle_steps)
+    pytest.param("gdan_squad_gen_domain_adv_mini", ["data.mini=synthetic", "model.reader.embed_dim=8",
+                                                    "model.reader.hidden=4", "model.generator.embed_dim=8",
+                                                    "model.generator.enc_hidden=4", "model.generator.dec_hidden=8",
+                                                    "model.generator.max_question_len=6", "data.batch_size=4",
+                                                    "data.unlabeled_batch_size=4", "data.eval_batch_size=64",
+                                                    "task.mle_steps=3"], ANY, id="gdan"),
     # Planetoid counts one step per sub-batch (the warm-up batch alone is 5 here) and validates after every batch
     pytest.param("planetoid_t_cora_mini", ["trainer.max_steps=-1", "data.steps=6", "data.warmup_label_iters=3",
                                            "data.warmup_graph_iters=2", "trainer.val_check_interval=1"], [9],
@@ -62,6 +72,8 @@ def test_sigkill_then_resume_is_bit_exact(preset, extra, kill_steps, tmp_path):
     saved = load(run / "checkpoints" / "last.ckpt")
     resumed_from = saved["loops"]["fit_loop"]["epoch_loop.state_dict"]["_batches_that_stepped"]
     assert 0 < saved["global_step"] <= step
+    if "trainer.limit_train_batches=3" in extra:
+        assert saved["loops"]["fit_loop"]["epoch_progress"]["current"]["processed"] == 1, "not an epoch-end save"
     resumed = train(run, *args, "ckpt_path=last")
     assert resumed.returncode == 0, resumed.stderr[-4000:]
 

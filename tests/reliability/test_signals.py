@@ -10,7 +10,7 @@ import time
 import pytest
 
 from helpers import TINY_TXL
-from reliability.harness import load, start, train
+from reliability.harness import assert_equal_state, kill_at, load, losses, start, train
 
 pytestmark = pytest.mark.reliability
 
@@ -43,3 +43,24 @@ def test_signal_checkpoints_current_step_and_exits_nonzero(sig, tmp_path):
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert load(last)["global_step"] == step + 2
     assert json.loads((run / "metrics.json").read_text())["status"] == "finished"
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGUSR1"])
+def test_signal_checkpoint_resumes_bit_exactly(sig, tmp_path):
+    """Ctrl-C and SLURM's pre-emption signal, delivered at a known step: the checkpoint written on the way out
+    resumes to exactly the uninterrupted run (weights, optimiser and scheduler state, logged losses)."""
+    args = [*RUN, "trainer.max_steps=6"]
+    run = tmp_path / "run"
+    stopped = train(run, *args, *kill_at(3, sig))  # the run signals itself as the batch of step 3 starts
+    assert stopped.returncode == 128 + getattr(signal, sig), stopped.stderr[-3000:]
+    assert load(run / "checkpoints" / "last.ckpt")["global_step"] == 4  # that batch finished, then saved
+    resumed = train(run, *args, "ckpt_path=last")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    full = train(tmp_path / "full", *args)
+    assert full.returncode == 0, full.stderr[-3000:]
+
+    a, b = load(tmp_path / "full" / "checkpoints" / "last.ckpt"), load(run / "checkpoints" / "last.ckpt")
+    assert a["global_step"] == b["global_step"] == 6
+    for key in ("state_dict", "optimizer_states", "lr_schedulers"):
+        assert_equal_state(a.get(key), b.get(key), key)
+    assert losses(tmp_path / "full") == losses(run)  # every step logged once, before or after the signal

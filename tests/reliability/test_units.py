@@ -69,3 +69,55 @@ def test_disk_error_is_found_behind_wrappers():
         assert run_dir.disk_error(outer).errno == errno.ENOSPC
     assert run_dir.disk_error(RuntimeError("other")) is None
     assert torch.tensor(1.0).isfinite()
+
+
+class _EpochRecorder(torch.utils.data.Sampler):
+    """Sampler whose order depends on the epoch Lightning sets, recording which epoch each pass used."""
+
+    def __init__(self, seen):
+        self.epoch, self.seen = 0, seen
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+
+    def __iter__(self):
+        self.seen.append(self.epoch)
+        return iter(torch.randperm(8, generator=torch.Generator().manual_seed(self.epoch)).tolist())
+
+    def __len__(self):
+        return 8
+
+
+def _fit_epochs(tmp_path, ckpt_path=None):
+    import pytorch_lightning as pl
+    from pytorch_lightning.demos.boring_classes import BoringModel, RandomDataset
+
+    from genlab.callbacks.epoch_resume import ResumeAtEpochBoundary
+
+    seen, steps = [], []
+
+    class Model(BoringModel):
+        def train_dataloader(self):
+            return torch.utils.data.DataLoader(RandomDataset(32, 8), batch_size=2, sampler=_EpochRecorder(seen))
+
+        def on_train_batch_start(self, batch, batch_idx):
+            steps.append((self.current_epoch, self.global_step, self.trainer.fit_loop.epoch_loop._batches_that_stepped))
+
+    torch.manual_seed(0)
+    model = Model()
+    save = pl.callbacks.ModelCheckpoint(dirpath=tmp_path, save_on_train_epoch_end=True, save_top_k=-1,
+                                        filename="{epoch}")
+    trainer = pl.Trainer(max_steps=8, max_epochs=None, limit_val_batches=0, logger=False, enable_progress_bar=False,
+                         enable_model_summary=False, callbacks=[save, ResumeAtEpochBoundary()])
+    trainer.fit(model, ckpt_path=ckpt_path)
+    return seen, steps, model
+
+
+def test_resume_from_an_epoch_end_checkpoint_starts_the_next_epoch_as_the_uninterrupted_run(tmp_path):
+    """With max_steps, Lightning alone re-entered the saved epoch: the next one got epoch number 2, not 1."""
+    seen, steps, model = _fit_epochs(tmp_path / "full")
+    assert seen == [0, 1] and [s[0] for s in steps] == [0] * 4 + [1] * 4
+    seen_r, steps_r, model_r = _fit_epochs(tmp_path / "resumed", ckpt_path=tmp_path / "full" / "epoch=0.ckpt")
+    assert steps_r == steps[4:] and seen_r[-1] == 1
+    for a, b in zip(model.parameters(), model_r.parameters()):
+        assert torch.equal(a, b)

@@ -249,7 +249,7 @@ def test_biased_gmm_entropy_orders_the_modes():
     assert e_light - e_heavy > 0.5
 
 
-def _fit_toy(epochs, **kw):
+def _fit_toy(epochs, max_steps=-1, **kw):
     import pytorch_lightning as pl
 
     from genlab.data.synthetic.toy2d import Toy2DDataModule
@@ -257,9 +257,21 @@ def _fit_toy(epochs, **kw):
     dm = Toy2DDataModule("gmm4", n_train=2000, batch_size=200)
     dm.setup()
     task = toy_task(**kw)
-    pl.Trainer(max_epochs=epochs, accelerator="cpu", logger=False, enable_checkpointing=False,
-               enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0).fit(task, datamodule=dm)
+    trainer = pl.Trainer(max_epochs=epochs, max_steps=max_steps, accelerator="cpu", logger=False,
+                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                         limit_val_batches=0)
+    trainer.fit(task, datamodule=dm)
+    task.fitted_steps = trainer.global_step
     return task, dm
+
+
+@pytest.mark.parametrize("schedule", [dict(schedule="all"), dict(init_gap=100.0, rbound=0.1),  # all / D first
+                                      dict(init_gap=-100.0, lbound=-10.0)])  # G first
+def test_max_steps_counts_one_step_per_iteration(schedule):
+    """Whatever the gap scheduler updates (both nets, D only, G only), one training batch is one global step, so
+    trainer.max_steps stops the run after that many iterations (it used to never stop)."""
+    task, _ = _fit_toy(None, max_steps=13, variant="egan_ent_nn", nn_k=5, **schedule)  # 10 batches an epoch
+    assert task.fitted_steps == 13 == sum(task.update_counts.values())
 
 
 def test_first_epoch_forces_all_updates_then_gap_schedule():

@@ -56,6 +56,9 @@ class StopOnSignal(pl.Callback):
         if ckpt is not None and ckpt.dirpath:
             path = f"{ckpt.dirpath}/last.ckpt"
             trainer.save_checkpoint(path)
+        # Lightning hands this step's logged values to the loggers only after this hook: do it now, or the step the
+        # checkpoint holds would be missing from metrics.csv (the resumed run starts at the next one)
+        trainer._logger_connector.update_train_step_metrics()
         raise TrainingInterrupted(self.received, trainer.global_step, path)
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:

@@ -13,6 +13,7 @@ from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
 from pytorch_lightning.callbacks import LearningRateMonitor, ModelSummary, ProgressBar
 
+from genlab.callbacks.epoch_resume import ResumeAtEpochBoundary
 from genlab.errors import CheckpointError, ConfigError
 from genlab.parallel import accumulation_steps, check_strategy_device, check_trainer_precision, world_size
 
@@ -65,6 +66,8 @@ def build_callbacks(cfg: DictConfig) -> list[pl.Callback]:
     # goes to Lightning's logger (quiet unless GENLAB_VERBOSE=1): genlab logs a one-line model summary itself.
     if cfg.trainer.get("enable_model_summary", True) and not any(isinstance(cb, ModelSummary) for cb in callbacks):
         callbacks.append(ModelSummary())
+    # not a config node: resuming an epoch-end checkpoint exactly is a correctness fix, not an option
+    callbacks.append(ResumeAtEpochBoundary())
     return callbacks
 
 

@@ -2,6 +2,7 @@
 
 Hydra answers a misspelt option (``experiment=txl_mni``) with every option of the group, 215 lines for
 ``experiment``; this stops first with one line naming the closest options (difflib), exit code 2.
+``group=null`` (Hydra 1.3 refuses a null group choice with a traceback) means the group's ``none`` option.
 """
 
 from __future__ import annotations
@@ -47,3 +48,17 @@ def check_group_choices(argv: list[str], config_dir: str | Path) -> None:
         if message:
             print(f"error: {message}", file=sys.stderr)
             sys.exit(USER_ERROR_EXIT)
+
+
+def null_choices_to_none(argv: list[str], config_dir: str | Path) -> list[str]:
+    """``argv`` with ``group=null`` (also inside a sweep list, ``logger=csv,null``) spelt ``group=none`` for every
+    group that has a ``none.yaml`` (``logger=null``: no logger at all)."""
+    out = []
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        options = value.split(",")
+        if sep and not key.startswith(("+", "~", "-")) and "null" in options and \
+                (Path(config_dir) / key / "none.yaml").is_file():
+            arg = f"{key}={','.join('none' if o == 'null' else o for o in options)}"
+        out.append(arg)
+    return out

@@ -5,7 +5,9 @@ Variants (``variant``): ``gan`` (binary GAN on P(real) = σ(−E)), ``egan_const
 variational bound with q(z|x)), ``egan_ent_mix`` (reg_cst·VI + (1 − reg_cst)·NN).
 Every iteration computes all losses from one forward pass, takes each network's gradient at the current
 parameters (``torch.autograd.grad``), then applies the update chosen by the gap scheduler (``all`` /
-``d_only`` / ``g_only``). Training length is in epochs (``trainer.max_epochs``); LRs decay per epoch.
+``d_only`` / ``g_only``). LRs decay per epoch. ``trainer.global_step`` (and so ``trainer.max_steps``) counts
+iterations, one per training batch whatever the scheduler updated: the first update of an iteration is stepped
+through Lightning, the others (and all of them when training epochs) directly on the torch optimisers.
 Evaluation statistics (grid KLs of Table B.2, energy ranking) are computed by ``genlab.metrics.cegan_metrics``.
 """
 
@@ -63,7 +65,7 @@ class CEGANTask(pl.LightningModule):
             raise ConfigError(f"task.schedule={schedule!r}: use 'gap' or 'all'.")
         if scheduler is not None:
             raise ConfigError("task.scheduler must be null: CEGAN decays LRs per epoch (task.lr_decay, lr_floor).")
-        self.save_hyperparameters(ignore=["model"])
+        self.save_hyperparameters(ignore=["model", "optimizer", "scheduler"])  # factories: not weights_only-loadable
         self.automatic_optimization = False
         self.monitor = monitor
         self.model = model
@@ -92,10 +94,21 @@ class CEGANTask(pl.LightningModule):
             for g in opt.param_groups:
                 g["lr"] = max(hp.lr_floor, g["base_lr"] * factor)
 
-    def _raw_opts(self) -> list[torch.optim.Optimizer]:
+    # the gap scheduler's state: a resumed run must choose the same updates as the uninterrupted one
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["cegan"] = {"gap": self.gap, "update_counts": dict(self.update_counts)}
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        state = checkpoint.get("cegan")
+        if state is not None:  # checkpoints written before the state was saved restart from init_gap
+            self.gap, self.update_counts = float(state["gap"]), dict(state["update_counts"])
+
+    def _lightning_opts(self) -> list:
         opts = self.optimizers()
-        opts = opts if isinstance(opts, list) else [opts]
-        return [getattr(o, "optimizer", o) for o in opts]
+        return opts if isinstance(opts, list) else [opts]
+
+    def _raw_opts(self) -> list[torch.optim.Optimizer]:
+        return [getattr(o, "optimizer", o) for o in self._lightning_opts()]
 
     # ------------------------------------------------------------------------------------------- losses
     def losses(self, x: Tensor) -> dict[str, Tensor]:
@@ -156,6 +169,9 @@ class CEGANTask(pl.LightningModule):
         self.gap = float(out["loss_d"].detach())
         self.update_counts[mode] += 1
         opts = self._raw_opts()
+        # the iteration's first update goes through Lightning, which counts it as the one global step of this batch
+        first = 0 if mode in ("all", "d_only") else 1
+        opts[first] = self._lightning_opts()[first]
         d_params = [p for p in self.model.discriminator.parameters() if p.requires_grad]
         g_nets = [self.model.generator] + ([self.model.inference] if self.model.inference is not None else [])
         g_params = [[p for p in net.parameters() if p.requires_grad] for net in g_nets]

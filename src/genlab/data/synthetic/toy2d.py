@@ -17,6 +17,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+from genlab.data.finetune.resumable import ResumableTrainOrder
 from genlab.errors import ConfigError
 
 
@@ -103,7 +104,7 @@ def two_circles(n: int = 2000, seed: int = 0, radii: tuple[float, float] = (1.0,
 DENSITY_SETS = {"gmm4": gmm4, "biased_gmm2": biased_gmm2, "two_spirals": two_spirals}
 
 
-class Toy2DDataModule(pl.LightningDataModule):
+class Toy2DDataModule(ResumableTrainOrder, pl.LightningDataModule):
     """Batches ``{"x": [B, 2]}`` of one density data set, reshuffled every epoch (an epoch = n_train / B steps)."""
 
     def __init__(self, dataset: str = "gmm4", n_train: int = 100_000, batch_size: int = 500, seed: int = 0,
@@ -124,9 +125,9 @@ class Toy2DDataModule(pl.LightningDataModule):
         self.x = torch.from_numpy(x)
 
     def train_dataloader(self) -> DataLoader:
-        gen = torch.Generator().manual_seed(self.hparams.seed)
-        return DataLoader(TensorDataset(self.x), batch_size=self.hparams.batch_size, shuffle=True, drop_last=True,
-                          generator=gen, collate_fn=lambda items: {"x": torch.stack([a for (a,) in items])})
+        # the order of epoch e depends on (data.seed, e) only and its position is checkpointed: resumes are exact
+        return self.resumable_loader(TensorDataset(self.x), self.hparams.batch_size, seed=self.hparams.seed,
+                                     drop_last=True, collate_fn=lambda items: {"x": torch.stack([a for (a,) in items])})
 
     def val_dataloader(self) -> DataLoader:
         # the grid evaluation uses the whole training set; one dummy batch triggers it
