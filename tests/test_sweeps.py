@@ -310,5 +310,6 @@ def test_trial_dirs_are_unique_when_only_the_experiment_differs():
     # `experiment` is excluded from override_dirname, so `-m experiment=a,b seed=1` gives both trials "seed=1".
     assert trial_dirname("seed=1", 0) != trial_dirname("seed=1", 1)
     assert trial_dirname("", 3) == "trial3"
+    assert "/" not in trial_dirname("data.path=/data/planetoid,seed=1", 0)  # one directory, not four levels
     long = trial_dirname("x" * 400, 12)
     assert len(long.encode()) <= 180 and long.startswith("12_") and long != trial_dirname("x" * 399 + "y", 12)

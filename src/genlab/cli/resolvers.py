@@ -13,7 +13,9 @@ def trial_dirname(override_dirname: str, job_num: int | str) -> str:
     """A sweep trial's directory: its job number, then its overrides (shortened with a hash when too long).
 
     The number keeps trials apart whatever the overrides say: `experiment` is not in ``override_dirname`` (it
-    names the sweep dir), so a sweep over presets would otherwise put every preset's trial in one folder."""
+    names the sweep dir), so a sweep over presets would otherwise put every preset's trial in one folder. A path
+    in an override (``data.path=/data/x``) is flattened, or each "/" would open a directory level."""
+    override_dirname = override_dirname.replace("/", "_")
     name = f"{job_num}_{override_dirname}" if override_dirname else f"trial{job_num}"
     if len(name.encode()) <= MAX_DIRNAME:
         return name

@@ -90,6 +90,43 @@ def test_checksum_is_verified_before_unpickling(tmp_path, synth):
         read_raw(tmp_path, "synth")
 
 
+def test_file_without_sha256_is_checked_by_its_public_git_blob_id(tmp_path, synth, monkeypatch):
+    """Pubmed's allx has no published sha256; the kimiyoung/planetoid tree's git blob id stands in for it."""
+    from genlab.data.graphs import planetoid_format as fmt
+
+    root, _ = synth
+    for f in file_names("synth"):
+        (tmp_path / f).write_bytes((root / f).read_bytes())
+    sums = {f: sha256_file(root / f) for f in file_names("synth") if f != "ind.synth.allx"}
+    (tmp_path / SUMS_FILE).write_text("".join(f"{h}  {f}\n" for f, h in sums.items()))
+    allx = (root / "ind.synth.allx").read_bytes()
+    monkeypatch.setitem(fmt.KNOWN_GIT_BLOB, "ind.synth.allx", fmt.git_blob_id(allx))
+    assert read_raw(tmp_path, "synth").allx.shape == read_raw(root, "synth").allx.shape
+    (tmp_path / "ind.synth.allx").write_bytes(allx[:-1] + bytes([allx[-1] ^ 1]))
+    with pytest.raises(DataError, match="git blob id .* expected"):
+        read_raw(tmp_path, "synth")
+
+
+def test_pubmed_allx_has_a_public_digest():
+    from genlab.data.graphs.planetoid_format import KNOWN_GIT_BLOB, KNOWN_SHA256
+
+    unverifiable = [f for f in file_names("pubmed") if KNOWN_SHA256.get(f) is None and f not in KNOWN_GIT_BLOB]
+    assert unverifiable == []
+
+
+@pytest.mark.skipif(not _have("cora"), reason=f"real Planetoid files not in {REAL}")
+def test_git_blob_id_matches_the_released_tree():
+    """Ids as listed by `git ls-tree` of kimiyoung/planetoid (af6abf4) for three real files."""
+    from genlab.data.graphs.planetoid_format import git_blob_id
+
+    listed = {
+        "ind.cora.x": "c4a91d008245403e7f26aa616b437191509793c0",
+        "ind.cora.allx": "44d53b1fece343538e45592caac521d73c6f98d6",
+        "ind.cora.test.index": "ded8092db4cd767a367eebe09003b954a5316f24",
+    }
+    assert {f: git_blob_id((REAL / f).read_bytes()) for f in listed} == listed
+
+
 def test_test_index_order_attaches_kth_tx_row_to_test_index_k(synth):  # check 2
     root, data = synth
     raw, g = read_raw(root, "synth"), load(root, "synth")
