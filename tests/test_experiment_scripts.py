@@ -28,6 +28,7 @@ TINY_RUNS = {
     "experiments/mos_rank/synthetic_demo.py": "test_mos_synthetic_demo_small",
     "experiments/planetoid/baselines.py": "test_planetoid_baselines_on_the_synthetic_mini",
     "experiments/transformer_xl/recl.py": "test_txl_recl_of_a_few_step_run",
+    "experiments/transformer_xl/generate.py": "test_txl_generate_from_a_few_step_run",
     "experiments/xlnet_race/baselines.py": "test_race_baselines_on_the_mini",
     "experiments/xlnet_squad/baselines.py": "test_squad_baselines_on_the_minis",
     "experiments/gpt/runtimes.py": "test_gpt_runtimes_of_finished_runs",
@@ -145,6 +146,26 @@ def test_txl_recl_of_a_few_step_run(tmp_path):
     assert result["contexts"] == [8, 16, 24] and result["tokens"] == 30 and "| capped |" in out
     assert set(result["recl"]) == {"txl", "capped"} and result["recl"]["capped"]["0.1"] <= 12
     assert all(v in (8, 16, 24) for v in result["recl"]["txl"].values())
+
+
+def test_txl_generate_from_a_few_step_run(tmp_path):
+    run_dir = train(tmp_path / "txl", "txl_mini", "trainer.max_steps=3", "trainer.val_check_interval=3",
+                    "trainer.limit_val_batches=1", "trainer.limit_test_batches=1", "model.n_layer=2",
+                    "model.d_model=32", "model.d_head=8", "model.d_inner=64")
+    out_md = tmp_path / "samples.md"
+    out = run(["experiments/transformer_xl/generate.py", str(run_dir), "--n-samples", "3", "--context-len", "40",
+               "--n-tokens", "12", "--show-context", "10", "--seed", "1", "--out", str(out_md)]).stdout
+    result = json.loads(out.strip().splitlines()[-1])
+    text = out_md.read_text()
+    assert result["samples"] == 3 and result["tokens"] == [12, 12, 12] and len(set(result["starts"])) == 3
+    assert text.count("## Sample ") == 3 and text.count("**Continuation** (12 tokens)") == 3
+    assert "<eos>" not in text and " @-@ " not in text  # WikiText markup was turned back into text
+    again = run(["experiments/transformer_xl/generate.py", str(run_dir / "checkpoints" / "last.ckpt"),
+                 "--n-samples", "3", "--context-len", "40", "--n-tokens", "12", "--show-context", "10", "--seed", "1",
+                 "--out", str(tmp_path / "again.md")]).stdout
+    assert json.loads(again.strip().splitlines()[-1])["starts"] == result["starts"]
+    bad = run(["experiments/transformer_xl/generate.py", str(run_dir), "--context-len", "0"], check=False)
+    assert bad.returncode == 2 and "--context-len" in bad.stderr
 
 
 def test_cegan_linear_probe_one_seed_one_epoch(tmp_path):
