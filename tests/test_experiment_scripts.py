@@ -24,6 +24,7 @@ TINY_RUNS = {
     "experiments/cegan/figures.py": "test_cegan_figures_from_a_2d_run",
     "experiments/cegan/linear_probe.py": "test_cegan_linear_probe_one_seed_one_epoch",
     "experiments/mos_rank/rank.py": "test_mos_rank_of_a_trained_run",
+    "experiments/mos_rank/pairwise_kl.py": "test_mos_pairwise_kl_of_a_trained_run",
     "experiments/perf/cpu_bf16.py": "test_cpu_bf16_benchmark_runs_tiny",
     "experiments/mos_rank/synthetic_demo.py": "test_mos_synthetic_demo_small",
     "experiments/planetoid/baselines.py": "test_planetoid_baselines_on_the_synthetic_mini",
@@ -126,13 +127,29 @@ def test_mos_synthetic_demo_small():
     assert "rank of log P" in out and "| 2 |" in out
 
 
-def test_mos_rank_of_a_trained_run(tmp_path):
-    run_dir = train(tmp_path / "mos", "mos_ptb_mini", "trainer.max_epochs=1", "trainer.limit_train_batches=5",
-                    "trainer.limit_val_batches=2", "trainer.limit_test_batches=1")
-    out = run(["experiments/mos_rank/rank.py", str(run_dir), "--split", "valid", "--max-tokens", "80"]).stdout
+@pytest.fixture(scope="module")
+def mos_run(tmp_path_factory) -> Path:
+    """A five-batch MoS PTB mini run, shared by the rank and pairwise-KL scripts."""
+    return train(tmp_path_factory.mktemp("mos"), "mos_ptb_mini", "trainer.max_epochs=1",
+                 "trainer.limit_train_batches=5", "trainer.limit_val_batches=2", "trainer.limit_test_batches=1")
+
+
+def test_mos_rank_of_a_trained_run(mos_run):
+    out = run(["experiments/mos_rank/rank.py", str(mos_run), "--split", "valid", "--max-tokens", "80"]).stdout
     result = json.loads(out.strip().splitlines()[-1])
     assert Path(result["checkpoint"]).name.startswith("best") and result["contexts"] == 80
     assert 0 < result["rank"] <= 80 and result["softmax_bound_d_plus_2"] == result["emsize"] + 2
+
+
+def test_mos_pairwise_kl_of_a_trained_run(mos_run):
+    args = ["experiments/mos_rank/pairwise_kl.py", str(mos_run), "--split", "test", "--max-tokens", "60"]
+    result = json.loads(run([*args, "--pairs", "2000"]).stdout.strip().splitlines()[-1])
+    assert result["contexts"] == 60 and result["pairs"] == 2000 and result["head"] == "mos"
+    assert result["kl"] > 0 and 0 < result["stderr"] < result["kl"]
+    again = json.loads(run([*args, "--pairs", "2000", "--ckpt", "last"]).stdout.strip().splitlines()[-1])
+    assert Path(again["checkpoint"]).name == "last.ckpt"
+    bad = run([*args, "--split", "dev"], check=False)
+    assert bad.returncode == 2 and "--split 'dev'" in bad.stderr
 
 
 def test_txl_recl_of_a_few_step_run(tmp_path):
