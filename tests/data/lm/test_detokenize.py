@@ -12,8 +12,8 @@ def test_wikitext_joins_numbers_hyphens_and_punctuation():
     assert D.detokenize_wikitext(symbols) == "The 1,000-year old (see 3.5) ship's bow, he said: it isn't ok.\n= Title =\n"
 
 
-def test_ptb_words_and_characters():
-    assert D.detokenize_ptb("the n cents <eos> a".split()) == "the n cents\na"
+def test_word_lines_and_ptb_characters():
+    assert D.detokenize_word_lines("the n cents <eos> a".split()) == "the n cents\na"
     assert D.detokenize_ptb_char("a _ b c <eos> d".split()) == "a bc\nd"
 
 

@@ -30,8 +30,9 @@ def detokenize_wikitext(symbols: Sequence[str]) -> str:
     return _SPACE_AFTER.sub(r"\1", _SPACE_BEFORE.sub(r"\1", text))
 
 
-def detokenize_ptb(symbols: Sequence[str]) -> str:
-    """PTB words: already lower-cased and stripped of punctuation, so only ``<eos>`` -> newline."""
+def detokenize_word_lines(symbols: Sequence[str]) -> str:
+    """Words with ``<eos>`` ending each line, kept as tokenised (PTB: lower-cased, no punctuation; the MoS 1B
+    stream: lower-cased LM1B sentences): ``<eos>`` -> newline."""
     return _lines(symbols, "<eos>")
 
 
@@ -58,11 +59,12 @@ def detokenize_lm1b(symbols: Sequence[str]) -> str:
 DETOKENIZERS: dict[str, Callable[[Sequence[str]], str]] = {
     "wikitext103": detokenize_wikitext,
     "wikitext2": detokenize_wikitext,
-    "ptb": detokenize_ptb,
+    "ptb": detokenize_word_lines,
     "ptb_char": detokenize_ptb_char,
     "enwik8": detokenize_enwik8,
     "text8": detokenize_text8,
     "lm1b": detokenize_lm1b,
+    "lm1b_mos": detokenize_word_lines,
 }
 
 
