@@ -24,10 +24,12 @@ TINY_RUNS = {
     "experiments/cegan/figures.py": "test_cegan_figures_from_a_2d_run",
     "experiments/cegan/linear_probe.py": "test_cegan_linear_probe_one_seed_one_epoch",
     "experiments/mos_rank/rank.py": "test_mos_rank_of_a_trained_run",
+    "experiments/mos_rank/pairwise_kl.py": "test_mos_pairwise_kl_of_a_trained_run",
     "experiments/perf/cpu_bf16.py": "test_cpu_bf16_benchmark_runs_tiny",
     "experiments/mos_rank/synthetic_demo.py": "test_mos_synthetic_demo_small",
     "experiments/planetoid/baselines.py": "test_planetoid_baselines_on_the_synthetic_mini",
     "experiments/transformer_xl/recl.py": "test_txl_recl_of_a_few_step_run",
+    "experiments/transformer_xl/generate.py": "test_txl_generate_from_a_few_step_run",
     "experiments/xlnet_race/baselines.py": "test_race_baselines_on_the_mini",
     "experiments/xlnet_squad/baselines.py": "test_squad_baselines_on_the_minis",
     "experiments/gpt/runtimes.py": "test_gpt_runtimes_of_finished_runs",
@@ -125,13 +127,29 @@ def test_mos_synthetic_demo_small():
     assert "rank of log P" in out and "| 2 |" in out
 
 
-def test_mos_rank_of_a_trained_run(tmp_path):
-    run_dir = train(tmp_path / "mos", "mos_ptb_mini", "trainer.max_epochs=1", "trainer.limit_train_batches=5",
-                    "trainer.limit_val_batches=2", "trainer.limit_test_batches=1")
-    out = run(["experiments/mos_rank/rank.py", str(run_dir), "--split", "valid", "--max-tokens", "80"]).stdout
+@pytest.fixture(scope="module")
+def mos_run(tmp_path_factory) -> Path:
+    """A five-batch MoS PTB mini run, shared by the rank and pairwise-KL scripts."""
+    return train(tmp_path_factory.mktemp("mos"), "mos_ptb_mini", "trainer.max_epochs=1",
+                 "trainer.limit_train_batches=5", "trainer.limit_val_batches=2", "trainer.limit_test_batches=1")
+
+
+def test_mos_rank_of_a_trained_run(mos_run):
+    out = run(["experiments/mos_rank/rank.py", str(mos_run), "--split", "valid", "--max-tokens", "80"]).stdout
     result = json.loads(out.strip().splitlines()[-1])
     assert Path(result["checkpoint"]).name.startswith("best") and result["contexts"] == 80
     assert 0 < result["rank"] <= 80 and result["softmax_bound_d_plus_2"] == result["emsize"] + 2
+
+
+def test_mos_pairwise_kl_of_a_trained_run(mos_run):
+    args = ["experiments/mos_rank/pairwise_kl.py", str(mos_run), "--split", "test", "--max-tokens", "60"]
+    result = json.loads(run([*args, "--pairs", "2000"]).stdout.strip().splitlines()[-1])
+    assert result["contexts"] == 60 and result["pairs"] == 2000 and result["head"] == "mos"
+    assert result["kl"] > 0 and 0 < result["stderr"] < result["kl"]
+    again = json.loads(run([*args, "--pairs", "2000", "--ckpt", "last"]).stdout.strip().splitlines()[-1])
+    assert Path(again["checkpoint"]).name == "last.ckpt"
+    bad = run([*args, "--split", "dev"], check=False)
+    assert bad.returncode == 2 and "--split 'dev'" in bad.stderr
 
 
 def test_txl_recl_of_a_few_step_run(tmp_path):
@@ -145,6 +163,26 @@ def test_txl_recl_of_a_few_step_run(tmp_path):
     assert result["contexts"] == [8, 16, 24] and result["tokens"] == 30 and "| capped |" in out
     assert set(result["recl"]) == {"txl", "capped"} and result["recl"]["capped"]["0.1"] <= 12
     assert all(v in (8, 16, 24) for v in result["recl"]["txl"].values())
+
+
+def test_txl_generate_from_a_few_step_run(tmp_path):
+    run_dir = train(tmp_path / "txl", "txl_mini", "trainer.max_steps=3", "trainer.val_check_interval=3",
+                    "trainer.limit_val_batches=1", "trainer.limit_test_batches=1", "model.n_layer=2",
+                    "model.d_model=32", "model.d_head=8", "model.d_inner=64")
+    out_md = tmp_path / "samples.md"
+    out = run(["experiments/transformer_xl/generate.py", str(run_dir), "--n-samples", "3", "--context-len", "40",
+               "--n-tokens", "12", "--show-context", "10", "--seed", "1", "--out", str(out_md)]).stdout
+    result = json.loads(out.strip().splitlines()[-1])
+    text = out_md.read_text()
+    assert result["samples"] == 3 and result["tokens"] == [12, 12, 12] and len(set(result["starts"])) == 3
+    assert text.count("## Sample ") == 3 and text.count("**Continuation** (12 tokens)") == 3
+    assert "<eos>" not in text and " @-@ " not in text  # WikiText markup was turned back into text
+    again = run(["experiments/transformer_xl/generate.py", str(run_dir / "checkpoints" / "last.ckpt"),
+                 "--n-samples", "3", "--context-len", "40", "--n-tokens", "12", "--show-context", "10", "--seed", "1",
+                 "--out", str(tmp_path / "again.md")]).stdout
+    assert json.loads(again.strip().splitlines()[-1])["starts"] == result["starts"]
+    bad = run(["experiments/transformer_xl/generate.py", str(run_dir), "--context-len", "0"], check=False)
+    assert bad.returncode == 2 and "--context-len" in bad.stderr
 
 
 def test_cegan_linear_probe_one_seed_one_epoch(tmp_path):

@@ -34,14 +34,18 @@ def find_checkpoint(run: Run, which: str) -> Path:
     return path
 
 
-def main(argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_log_prob_args(ap: argparse.ArgumentParser, dtype: str) -> None:
+    """The options that pick a run's checkpoint, split and precision (shared with pairwise_kl.py)."""
     ap.add_argument("run_dir", type=Path)
-    ap.add_argument("--ckpt", default="best")
+    ap.add_argument("--ckpt", default="best", help="best | last | a checkpoint file")
     ap.add_argument("--split", default="test")
     ap.add_argument("--max-tokens", type=int, default=None, help="use the first N tokens (memory: N x vocab)")
-    ap.add_argument("--dtype", default="float64", choices=["float64", "float32"])
-    args = ap.parse_args(argv)
+    ap.add_argument("--dtype", default=dtype, choices=["float64", "float32"])
+
+
+def run_log_probs(args: argparse.Namespace) -> tuple[Run, Path, torch.Tensor]:
+    """The run, its checkpoint and the [T, M] matrix log P(.|c_t) over ``args.split`` (eval mode, batch 1, bptt 70,
+    state carried, the model in ``args.dtype``): the input of the rank and pairwise-KL analyses."""
     run = load_run(args.run_dir)
     cfg = run.config
     dm = instantiate(cfg.data)
@@ -52,11 +56,20 @@ def main(argv: list[str] | None = None) -> dict:
     weights, identity = load_awd_checkpoint(path)
     check_vocabulary(identity, dm.identity(), path)
     model.load_state_dict(weights)
+    if args.split not in dm.corpus.splits:
+        raise UserError(f"--split {args.split!r}: choose one of {', '.join(dm.corpus.splits)}")
     tokens = torch.as_tensor(dm.corpus.splits[args.split].astype("int64"))
     if args.max_tokens:
         tokens = tokens[: args.max_tokens + 1]
-    dtype = getattr(torch, args.dtype)
-    log_p = collect_log_probs(model, tokens, bptt=70, dtype=dtype)
+    return run, path, collect_log_probs(model, tokens, bptt=70, dtype=getattr(torch, args.dtype))
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_log_prob_args(ap, dtype="float64")
+    args = ap.parse_args(argv)
+    run, path, log_p = run_log_probs(args)
+    cfg, dtype = run.config, getattr(torch, args.dtype)
     sv = singular_values(log_p)
     tol = rank_tolerance(sv, tuple(log_p.shape), torch.finfo(dtype).eps)
     cdf = singular_value_cdf(sv, torch.linspace(0, 1, 11, dtype=torch.float64))

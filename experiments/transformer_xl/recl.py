@@ -33,15 +33,23 @@ def parse_model(text: str) -> tuple[str, Path, int | None]:
     return name, Path(path), int(cap) if cap else None
 
 
-def split_tokens(run, split: str) -> torch.Tensor:
+def run_corpus(run):
+    """The tokenised corpus (vocabulary and splits) a language-modelling run trained on."""
     from genlab.cli import build
 
     dm = build.build_data(run.config.data)
     dm.prepare_data()
     dm.setup("test")
     if not hasattr(dm, "corpus"):
-        raise UserError(f"{run.dir}: RECL needs a language-modelling run (a token stream)")
-    return torch.as_tensor(dm.corpus.splits[split].astype("int64"))
+        raise UserError(f"{run.dir}: needs a language-modelling run (a token stream)")
+    return dm.corpus
+
+
+def split_tokens(run, split: str, corpus=None) -> torch.Tensor:
+    corpus = corpus or run_corpus(run)
+    if split not in corpus.splits:
+        raise UserError(f"--split {split!r}: choose one of {', '.join(corpus.splits)}")
+    return torch.as_tensor(corpus.splits[split].astype("int64"))
 
 
 def model_losses(run_dir: Path, cap: int | None, contexts: list[int], args) -> dict[int, object]:

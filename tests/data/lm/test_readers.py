@@ -249,6 +249,32 @@ def test_lm1b_vocab_file_must_hold_s_and_unk(tmp_path):
         R.read_lm1b(tmp_path, train_shards=names)
 
 
+def test_lm1b_mos_setup_lowercases_caps_the_vocabulary_and_uses_its_heldout_shards(tmp_path):
+    names = _lm1b(tmp_path, [["The cat .", "the Dog", "cat"], ["dog DOG .", "the"], ["Cat the bird ."]])
+    for k, shard in enumerate((*R.LM1B_MOS_VALID, *R.LM1B_MOS_TEST)):
+        (tmp_path / shard).write_text(f"The Cat {k} .\n")
+    vocab = R.build_lm1b_top_vocab(tmp_path, 6, train_shards=names)
+    # <eos>, <unk>, then the 4 most frequent lower-cased words (the 4, then cat, ., dog 3 each in order of first
+    # appearance; bird is cut)
+    assert vocab.symbols == ["<eos>", "<unk>", "the", "cat", ".", "dog"] and vocab.unk == "<unk>"
+    _, splits = _read_lm1b(tmp_path, "eos", 0, train_shards=names, valid_shards=R.LM1B_MOS_VALID,
+                           test_shards=R.LM1B_MOS_TEST, vocab=vocab, lower=True)
+    assert vocab.decode(splits["valid"]) == "the cat <unk> . <eos> the cat <unk> . <eos>".split()
+    assert len(splits["test"]) == 3 * 5 and vocab.decode(splits["test"][:1]) == ["the"]
+    train = vocab.decode(splits["train"])
+    assert train.count("<eos>") == 6 and train[-1] == "<eos>" and "<unk>" in train  # bird
+    with pytest.raises(DataError, match="vocab_size=2"):
+        R.build_lm1b_top_vocab(tmp_path, 2, train_shards=names)
+
+
+def test_lm1b_mos_mini_has_the_mos_heldout_shards(tmp_path):
+    c = load_lm_corpus("lm1b_mos", "mini", cache_dir=tmp_path)
+    assert c.vocab.symbols[:2] == ["<eos>", "<unk>"] and c.vocab.unk == "<unk>"
+    assert all(s == s.lower() for s in c.vocab.symbols)
+    assert len(c.splits["test"]) > len(c.splits["valid"]) > 0  # three held-out shards against two
+    assert load_lm_corpus("lm1b_mos", "mini", cache_dir=tmp_path, vocab_size=50).vocab_size == 50
+
+
 # ------------------------------------------------------------------------------------------------ errors
 def test_empty_split_is_a_data_error_naming_the_file(tmp_path):
     _wikitext(tmp_path, WT_TRAIN, test="")

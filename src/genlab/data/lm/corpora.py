@@ -90,6 +90,15 @@ MIKOLOV_TGZ = "http://www.fit.vutbr.cz/~imikolov/rnnlm/simple-examples.tgz"
 LM1B_TGZ = "http://www.statmt.org/lm-benchmark/1-billion-word-language-modeling-benchmark-r13output.tar.gz"
 LM1B_TOP = "1-billion-word-language-modeling-benchmark-r13output"
 LM1B_FILES = (*R.LM1B_TRAIN_SHARDS, R.LM1B_HELDOUT, R.LM1B_VOCAB)
+LM1B_MOS_FILES = (*R.LM1B_TRAIN_SHARDS, *R.LM1B_MOS_VALID, *R.LM1B_MOS_TEST)
+
+
+def _read_lm1b_mos(root: Path, vocab: Vocab | None, vocab_size: int, shuffle_seed: int):
+    """MoS 1B (spec mos.md §4, P16): lower-cased, top-``vocab_size`` vocabulary from the training shards,
+    ``<eos>`` after every sentence, valid heldout-00/10 and test heldout-20/30/40."""
+    vocab = R.build_lm1b_top_vocab(root, vocab_size) if vocab is None else vocab
+    return R.read_lm1b(root, "eos", shuffle_seed, valid_shards=R.LM1B_MOS_VALID, test_shards=R.LM1B_MOS_TEST,
+                       vocab=vocab, lower=True)
 
 WORD_MINI_VERSION = "2"  # bump when the excerpt's markup stripping changes, so cached minis are rebuilt
 ORDER_CHOICES = {"vocab_order": ("frequency", "first_appearance")}
@@ -192,6 +201,19 @@ DATASETS: dict[str, LMDataset] = {
         lambda root, vocab, convention, shuffle_seed: R.read_lm1b(root, convention, shuffle_seed),  # vocab: its file
         {"convention": "pytorch", "shuffle_seed": 0}, {"convention": R.LM1B_CONVENTIONS},
     ),
+    "lm1b_mos": LMDataset(
+        DatasetSpec(
+            name="lm1b_mos",
+            files=LM1B_MOS_FILES,
+            downloads=(RemoteFile(LM1B_TGZ, "01ba60381110baf7f189dfd2b8374de371e8c9a340835793f190bdae9e90a34e",
+                                  f"{LM1B_TOP}.tar.gz"),),
+            prepare=_extractor(f"{LM1B_TOP}.tar.gz", {f"{LM1B_TOP}/{f}": f for f in LM1B_MOS_FILES}),
+            build_mini=lm_minis.build_lm1b_mos_mini,
+            homepage="http://www.statmt.org/lm-benchmark/",
+            notes="The training folder holds 99 shards (00001-00099); shard 00000 is the held-out set.",
+        ),
+        "word", "ppl", _read_lm1b_mos, {"vocab_size": 100_000, "shuffle_seed": 0},
+    ),
 }
 
 
@@ -221,7 +243,8 @@ def load_lm_corpus(
     """Token ids of benchmark ``name`` from tier ``source`` (mini | path | download), cached after the first call.
 
     ``options`` are the reader settings of that benchmark (``vocab_order`` for WikiText/PTB, ``lower_case`` for PTB,
-    ``keep_newlines`` for enwik8, ``convention`` and ``shuffle_seed`` for LM1B); an unknown one is a ConfigError.
+    ``keep_newlines`` for enwik8, ``convention`` and ``shuffle_seed`` for LM1B, ``vocab_size`` and ``shuffle_seed``
+    for the MoS LM1B setup ``lm1b_mos``); an unknown one is a ConfigError.
     Defaults follow the Transformer-XL pipeline; the MoS/AWD-LSTM one is ``vocab_order=first_appearance`` (and
     ``lower_case=false`` for PTB). ``vocab_file`` (a saved :class:`Vocab` JSON, e.g. the vocabulary shipped with an
     imported checkpoint, TXL P25) encodes the corpus with that vocabulary instead of rebuilding one.

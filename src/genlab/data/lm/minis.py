@@ -225,10 +225,10 @@ _LM1B_TOKEN = re.compile(r"\d+(?:[,.]\d+)+|[^\W_]+(?=n't\b)|n't\b|'(?:s|re|ve|ll
 LM1B_MINI_SEED = 1
 
 
-def build_lm1b_mini(root: Path) -> None:
-    """LM1B layout from ``lee_background.cor``: tokenised sentences shuffled once, 99 training shards,
-    ``heldout-00000`` (one sentence in 20) and ``1b_word_vocab.txt`` (``<S>``, ``</S>``, ``<UNK>``, then words by
-    training count)."""
+def build_lm1b_mini(root: Path, heldout_shards: tuple[str, ...] = (R.LM1B_HELDOUT,)) -> None:
+    """LM1B layout from ``lee_background.cor``: tokenised sentences shuffled once, 99 training shards, the held-out
+    sentences (one in 20) dealt round-robin over ``heldout_shards`` (TXL: ``heldout-00000`` alone) and
+    ``1b_word_vocab.txt`` (``<S>``, ``</S>``, ``<UNK>``, then words by training count)."""
     root = Path(root)
     lee = package_file("gensim", LEE_FILE, LEE_SHA256).read_text(encoding="utf-8")
     sents = [" ".join(_LM1B_TOKEN.findall(s)) for doc in lee.splitlines() for s in split_sentences(doc.strip())]
@@ -240,8 +240,14 @@ def build_lm1b_mini(root: Path) -> None:
     n_shards = len(R.LM1B_TRAIN_SHARDS)
     for k, shard in enumerate(R.LM1B_TRAIN_SHARDS):
         _write_text(root / shard, (s + "\n" for s in train[k::n_shards]))
-    _write_text(root / R.LM1B_HELDOUT, (s + "\n" for s in heldout))
+    for k, shard in enumerate(heldout_shards):
+        _write_text(root / shard, (s + "\n" for s in heldout[k :: len(heldout_shards)]))
     counts = Counter(t for s in train for t in s.split())
     words = [(w, c) for w, c in counts.most_common() if c >= LM1B_MIN_COUNT]
     header = [("<S>", 0), ("</S>", len(train)), ("<UNK>", 0)]
     _write_text(root / R.LM1B_VOCAB, (f"{w} {c}\n" for w, c in header + words))
+
+
+def build_lm1b_mos_mini(root: Path) -> None:
+    """The LM1B mini with the MoS held-out shards (valid heldout-00/10, test heldout-20/30/40)."""
+    build_lm1b_mini(root, (*R.LM1B_MOS_VALID, *R.LM1B_MOS_TEST))

@@ -298,7 +298,10 @@ LM1B_HELDOUT_DIR = "heldout-monolingual.tokenized.shuffled"
 LM1B_VOCAB = "1b_word_vocab.txt"
 LM1B_TRAIN_SHARDS = tuple(f"{LM1B_TRAIN_DIR}/news.en-{i:05d}-of-00100" for i in range(1, 100))
 LM1B_HELDOUT = f"{LM1B_HELDOUT_DIR}/news.en.heldout-00000-of-00050"
-LM1B_CONVENTIONS = ("pytorch", "tf")
+LM1B_CONVENTIONS = ("pytorch", "tf", "eos")
+# MoS (spec mos.md §4 "1B Word", P16): valid heldout-00 and -10, test heldout-20, -30 and -40
+LM1B_MOS_VALID = tuple(f"{LM1B_HELDOUT_DIR}/news.en.heldout-{i:05d}-of-00050" for i in (0, 10))
+LM1B_MOS_TEST = tuple(f"{LM1B_HELDOUT_DIR}/news.en.heldout-{i:05d}-of-00050" for i in (20, 30, 40))
 
 
 def read_lm1b_vocab(path: Path) -> Vocab:
@@ -320,8 +323,11 @@ def lm1b_stream(sentences: Sequence[str], vocab: Vocab, convention: str, where: 
     pytorch (default): consecutive sentences share one ``<S>`` boundary, so each sentence contributes its words and
     one closing ``<S>`` as targets and ``<S> -> <S>`` is never scored. ``opening`` writes the very first ``<S>``.
     tf: the blocks are concatenated, which also scores each closing-to-opening ``<S> -> <S>`` (TXL P13).
+    eos: MoS / AWD-LSTM ``data.py``, ``w1..wn <eos>`` per sentence and no opening symbol.
     """
-    if convention == "pytorch":
+    if convention == "eos":
+        tokens = (f" {EOS} ".join(sentences) + f" {EOS}").split()
+    elif convention == "pytorch":
         tokens = (" <S> ".join(sentences) + " <S>").split()
         if opening:
             tokens.insert(0, "<S>")
@@ -332,13 +338,23 @@ def lm1b_stream(sentences: Sequence[str], vocab: Vocab, convention: str, where: 
     return vocab.encode(tokens, where=where)
 
 
-def _sentences(path: Path) -> list[str]:
+def _sentences(path: Path, lower: bool = False) -> list[str]:
     out: list[str] = []
     for block in _read_lines(path):
-        out.extend(s for s in (line.strip() for line in block) if s)
+        out.extend(s.lower() if lower else s for s in (line.strip() for line in block) if s)
     if not out:
         raise DataError(f"{path} holds no sentences: the shard is empty. Replace it with the real file.")
     return out
+
+
+def build_lm1b_top_vocab(root: Path, size: int, train_shards: Sequence[str] = LM1B_TRAIN_SHARDS) -> Vocab:
+    """MoS 1B vocabulary: ``<eos>``, ``<unk>`` and the ``size - 2`` most frequent lower-cased training words, so
+    that it has exactly ``size`` symbols (spec mos.md §4: "the top 100K tokens"; C15 counts V = 100,000)."""
+    specials = (EOS, "<unk>")
+    if size <= len(specials):
+        raise DataError(f"lm1b vocab_size={size} leaves no room for words; use more than {len(specials)}.")
+    return build_word_vocab([Path(root) / s for s in train_shards], specials=specials, unk="<unk>",
+                            max_size=size - len(specials), lower=True)
 
 
 def read_lm1b(
@@ -346,32 +362,41 @@ def read_lm1b(
     convention: str = "pytorch",
     shuffle_seed: int = 0,
     train_shards: Sequence[str] = LM1B_TRAIN_SHARDS,
+    valid_shards: Sequence[str] = (LM1B_HELDOUT,),
+    test_shards: Sequence[str] = (LM1B_HELDOUT,),
+    vocab: Vocab | None = None,
+    lower: bool = False,
 ):
-    """LM1B: training shards (shard order and the sentences in each shard shuffled with ``shuffle_seed``),
-    ``heldout-00000`` as both valid and test (TXL ``getdata.sh``), vocabulary from ``1b_word_vocab.txt``.
+    """LM1B: training shards (shard order and the sentences in each shard shuffled with ``shuffle_seed``), and
+    held-out shards for valid and test; by default ``heldout-00000`` as both and the vocabulary of
+    ``1b_word_vocab.txt`` (TXL ``getdata.sh``). MoS passes its own shards, a top-K ``vocab`` and ``lower``.
 
     ``train`` is an iterator of per-shard id arrays (see :func:`materialize`); valid and test are arrays.
     """
     if convention not in LM1B_CONVENTIONS:
         raise DataError(f"lm1b convention {convention!r} is not one of {LM1B_CONVENTIONS}.")
     root = Path(root)
-    vocab = read_lm1b_vocab(root / LM1B_VOCAB)
-    missing = [s for s in train_shards if not (root / s).is_file()]
+    missing = [s for s in (*train_shards, *valid_shards, *test_shards) if not (root / s).is_file()]
     if missing:
-        raise DataError(f"LM1B training shard {root / missing[0]} is missing ({len(missing)} missing); re-extract them.")
+        raise DataError(f"LM1B shard {root / missing[0]} is missing ({len(missing)} missing); re-extract them.")
+    vocab = read_lm1b_vocab(root / LM1B_VOCAB) if vocab is None else vocab
 
     def train_stream() -> Iterator[np.ndarray]:
         """One shard at a time (0.8B tokens do not need to sit in memory twice)."""
         rng = np.random.default_rng(shuffle_seed)
         for k, shard in enumerate(rng.permutation(len(train_shards))):
             path = root / train_shards[int(shard)]
-            sents = _sentences(path)
+            sents = _sentences(path, lower)
             sents = [sents[i] for i in rng.permutation(len(sents))]
             yield lm1b_stream(sents, vocab, convention, str(path), opening=k == 0)
 
-    heldout = root / LM1B_HELDOUT
-    held = lm1b_stream(_sentences(heldout), vocab, convention, str(heldout), opening=True)
-    return vocab, {"train": train_stream(), "valid": held, "test": held.copy()}
+    def heldout(shards: Sequence[str]) -> np.ndarray:
+        sents = [s for shard in shards for s in _sentences(root / shard, lower)]
+        return lm1b_stream(sents, vocab, convention, ", ".join(str(root / s) for s in shards), opening=True)
+
+    valid = heldout(valid_shards)
+    test = valid.copy() if tuple(test_shards) == tuple(valid_shards) else heldout(test_shards)
+    return vocab, {"train": train_stream(), "valid": valid, "test": test}
 
 
 def materialize(ids: np.ndarray | Iterable[np.ndarray]) -> np.ndarray:
