@@ -291,3 +291,7 @@ def test_xlnet_ablation_table_of_two_rows(tmp_path):
     assert "python train.py" not in again and again.count("skipped") == 4
     bad = run([script, "--out", str(tmp_path), "--rows", "9"], check=False)
     assert bad.returncode == 2 and "no ablation row [9]" in bad.stderr
+    empty = run([script, "--out", str(tmp_path / "none"), "--rows", "4", "--table-only"], check=False)
+    table = (tmp_path / "none" / "table.md").read_text()
+    assert empty.returncode == 1 and "| 4 XLNet-Base (K = 6) | failed (66.66) |" in table
+    assert "row 4 RACE: no xlnet_race_mini run in " in table and "(pretraining did not finish: see " in table

@@ -120,8 +120,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 # ---- what the presets compose to -----------------------------------------------------------------------------------
 
 
-def compose(overrides: list[str]):
-    """train.py's config for ``overrides`` (with the hydra node, for the group choices)."""
+def compose(overrides: list[str], flag: str):
+    """train.py's config for ``overrides`` (with the hydra node, for the group choices); an override that does not
+    compose is a usage error naming ``flag``, the option that passed it."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -130,22 +131,28 @@ def compose(overrides: list[str]):
 
     register()
     GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        return hydra_compose(config_name="train", overrides=overrides, return_hydra_config=True)
+    try:
+        with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+            return hydra_compose(config_name="train", overrides=overrides, return_hydra_config=True)
+    except Exception as err:  # noqa: BLE001 - Hydra's and OmegaConf's override errors share no base class
+        cause = f"{err} ({err.__cause__})" if err.__cause__ else str(err)
+        usage_error(f"{flag}: {' '.join(overrides)} does not compose: {cause}. Fix the override (a key of the "
+                    "preset, e.g. trainer.max_steps=100)")
 
 
 def model_choice(preset: str, overrides: list[str]) -> str:
     """The model= preset the row pretrains: its finetuning must build the same model (task.init_from loads
     strictly), while the finetuning presets default to their own (XLNet-Large / BERT-Large at full scale)."""
-    return str(compose([f"experiment={preset}", *overrides]).hydra.runtime.choices.model)
+    return str(compose([f"experiment={preset}", *overrides], "--pretrain-overrides").hydra.runtime.choices.model)
 
 
-def bert_positions(row: Row, scale: str, finetune_overrides: list[str]) -> int:
-    """BERT's absolute position table must cover the longest finetuning input (RACE: 192 pieces on the mini, while
-    the mini pretrains at T=64); pretraining and finetuning then build the same table, so the load is strict.
-    Positions past the pretraining length start from their initialisation."""
-    return max(int(compose([f"experiment={row.finetune_preset(t, scale)}", *finetune_overrides]).data.max_seq_len)
-               for t in TASKS)
+def longest_finetuning_input(row: Row, scale: str, finetune_overrides: list[str]) -> int:
+    """The longest data.max_seq_len of the row's finetuning presets (composing them also checks the overrides).
+    BERT's absolute position table must cover it (RACE: 192 pieces on the mini, while the mini pretrains at T=64);
+    pretraining and finetuning then build the same table, so the load is strict. Positions past the pretraining
+    length start from their initialisation."""
+    return max(int(compose([f"experiment={row.finetune_preset(t, scale)}", *finetune_overrides],
+                           "--finetune-overrides").data.max_seq_len) for t in TASKS)
 
 
 # ---- stages --------------------------------------------------------------------------------------------------------
@@ -166,8 +173,9 @@ def run_logged(cmd: list[str], log: Path, dry_run: bool) -> bool:
         f.write(f"\n$ {line}\n")
         f.flush()
         code = subprocess.run([sys.executable, *cmd], cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, check=False).returncode
-    if code != 0:
-        print(f"  exited {code}; see {log}", flush=True)
+    if code != 0:  # the end of the log holds train.py's message (a bad override names the key and the fix)
+        tail = "\n".join("    " + line for line in log.read_text().splitlines()[-6:])
+        print(f"  exited {code}; the end of {log}:\n{tail}", file=sys.stderr, flush=True)
     return code == 0
 
 
@@ -291,8 +299,9 @@ def main(argv: list[str] | None = None) -> int:
         pre_extra = shlex.split(args.pretrain_overrides)
         fine_extra = shlex.split(args.finetune_overrides)
         shared = [f"model={model_choice(row.preset, pre_extra)}"]
+        longest = longest_finetuning_input(row, args.scale, fine_extra)
         if row.family == "bert":
-            shared.append(f"++model.max_position={bert_positions(row, args.scale, fine_extra)}")
+            shared.append(f"++model.max_position={longest}")
         ckpt = pretrain(row, row_dir, args, [o.lstrip("+") for o in shared[1:]])
         if ckpt is None:
             print(f"row {row.number}: pretraining failed (see {row_dir / 'pretrain.log'}); its cells stay empty")
