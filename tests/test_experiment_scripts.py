@@ -289,6 +289,11 @@ def test_xlnet_ablation_table_of_two_rows(tmp_path):
         assert {row["n"] for row in csv.DictReader(f)} == {"1"}
     again = run([script, "--out", str(tmp_path), *ABLATION_SMOKE]).stdout  # resumes: every stage is done
     assert "python train.py" not in again and again.count("skipped") == 4
+    ckpt = next(tmp_path.glob("row2_*/pretrain/checkpoints/last.ckpt"))
+    os.utime(ckpt, (ckpt.stat().st_atime, ckpt.stat().st_mtime + 60))  # a re-run pretraining: its finetuning is stale
+    stale = run([script, "--out", str(tmp_path), *ABLATION_SMOKE, "--rows", "2", "--dry-run"]).stdout
+    assert stale.count("python train.py -m experiment=xlnet_race_mini,xlnet_squad2_mini,xlnet_mnli_mini,"
+                       "xlnet_sst2_mini seed=1 ") == 1 and "pretraining finished" in stale
     bad = run([script, "--out", str(tmp_path), "--rows", "9"], check=False)
     assert bad.returncode == 2 and "no ablation row [9]" in bad.stderr
     empty = run([script, "--out", str(tmp_path / "none"), "--rows", "4", "--table-only"], check=False)

@@ -199,9 +199,16 @@ def pretrain(row: Row, row_dir: Path, args: argparse.Namespace, extra: list[str]
     return last if ok and finished(run_dir) and last.is_file() else None
 
 
+def done(trial: Path, ckpt: Path) -> bool:
+    """The trial finished, from the row's current checkpoint: one older than a re-run pretraining is stale."""
+    if not finished(trial):
+        return False
+    return not ckpt.is_file() or (trial / "metrics.json").stat().st_mtime >= ckpt.stat().st_mtime
+
+
 def finetune(row: Row, row_dir: Path, ckpt: Path, args: argparse.Namespace, extra: list[str]) -> bool:
-    """The four finetuning presets x the seeds from ``ckpt``, as train.py sweeps; trials already finished are kept,
-    unfinished ones are removed and run again. One sweep per set of missing seeds."""
+    """The four finetuning presets x the seeds from ``ckpt``, as train.py sweeps; trials already done are kept,
+    unfinished or stale ones are removed and run again. One sweep per set of missing seeds."""
     sweep = row_dir / "finetune"
     missing: dict[tuple[int, ...], list[str]] = {}
     for task in TASKS:
@@ -209,10 +216,10 @@ def finetune(row: Row, row_dir: Path, ckpt: Path, args: argparse.Namespace, extr
         seeds = []
         for seed in args.seed_list:
             trial = sweep / f"{preset}_seed{seed}"
-            if finished(trial):
+            if done(trial, ckpt):
                 continue
             if trial.exists() and not args.dry_run:
-                print(f"  removing the unfinished trial {trial}", flush=True)
+                print(f"  removing the unfinished or stale trial {trial}", flush=True)
                 shutil.rmtree(trial)
             seeds.append(seed)
         if seeds:
