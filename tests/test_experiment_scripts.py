@@ -7,8 +7,10 @@ whether it gets a real run is decided, not forgotten. About 90 s on one core.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +33,7 @@ TINY_RUNS = {
     "experiments/transformer_xl/recl.py": "test_txl_recl_of_a_few_step_run",
     "experiments/transformer_xl/generate.py": "test_txl_generate_from_a_few_step_run",
     "experiments/xlnet_race/baselines.py": "test_race_baselines_on_the_mini",
+    "experiments/xlnet_ablation/run_table.py": "test_xlnet_ablation_table_of_two_rows",
     "experiments/xlnet_squad/baselines.py": "test_squad_baselines_on_the_minis",
     "experiments/gpt/runtimes.py": "test_gpt_runtimes_of_finished_runs",
     "experiments/gpt/unigram_baseline.py": "test_gpt_unigram_baseline_on_a_small_corpus",
@@ -299,3 +302,39 @@ def test_gdan_table_and_figure_3_8(tmp_path):
     assert set(json.loads((tmp_path / "table.json").read_text())) == {"gen_domain", "gen_domain_adv"}
     out = run(["experiments/gdan/figure_3_8.py", str(tmp_path / "sweep"), "--out", str(tmp_path / "f.png")]).stdout
     assert (tmp_path / "f.png").stat().st_size > 10_000 and "gen_domain_adv: mean d_loss_gen" in out
+
+
+# Ablation rows 1 (BERT) and 2 (DAE: an XLNet head on a non-PLM checkpoint), 2 pretraining and 2 finetuning steps;
+# the validation is left out (SQuAD's needs a whole dev pass), the test splits are scored in full.
+ABLATION_SMOKE = ["--rows", "1,2", "--seeds", "1", "--pretrain-steps", "2", "--pretrain-overrides", "logger=csv",
+                  "--finetune-overrides", "logger=csv trainer.max_steps=2 trainer.val_check_interval=null "
+                  "trainer.check_val_every_n_epoch=null"]
+
+
+def test_xlnet_ablation_table_of_two_rows(tmp_path):
+    script = "experiments/xlnet_ablation/run_table.py"
+    out = run([script, "--out", str(tmp_path), *ABLATION_SMOKE]).stdout
+    assert out.count("python train.py") == 4  # per row: one pretraining, one sweep over the four finetuning presets
+    assert "model.max_position=192" in out  # BERT's position table covers RACE's 192 pieces, pretrained and finetuned
+    lines = (tmp_path / "table.md").read_text().splitlines()
+    header = next(line for line in lines if line.startswith("| row |"))
+    assert header.count("|") == 8  # row + RACE, SQuAD2.0 F1 / EM, MNLI m / mm, SST-2
+    for label in ("1 BERT-Base", "2 DAE + Transformer-XL"):
+        cells = next(line for line in lines if line.startswith(f"| {label} |")).strip("| ").split(" | ")[1:]
+        assert len(cells) == 6 and all(re.fullmatch(r"\d+\.\d\d \(\d+\.\d\d\)", c) for c in cells), cells
+    assert "(64.30)" in lines[lines.index(next(line for line in lines if line.startswith("| 1 BERT")))]
+    with open(tmp_path / "table.csv") as f:
+        assert {row["n"] for row in csv.DictReader(f)} == {"1"}
+    again = run([script, "--out", str(tmp_path), *ABLATION_SMOKE]).stdout  # resumes: every stage is done
+    assert "python train.py" not in again and again.count("skipped") == 4
+    ckpt = next(tmp_path.glob("row2_*/pretrain/checkpoints/last.ckpt"))
+    os.utime(ckpt, (ckpt.stat().st_atime, ckpt.stat().st_mtime + 60))  # a re-run pretraining: its finetuning is stale
+    stale = run([script, "--out", str(tmp_path), *ABLATION_SMOKE, "--rows", "2", "--dry-run"]).stdout
+    assert stale.count("python train.py -m experiment=xlnet_race_mini,xlnet_squad2_mini,xlnet_mnli_mini,"
+                       "xlnet_sst2_mini seed=1 ") == 1 and "pretraining finished" in stale
+    bad = run([script, "--out", str(tmp_path), "--rows", "9"], check=False)
+    assert bad.returncode == 2 and "no ablation row [9]" in bad.stderr
+    empty = run([script, "--out", str(tmp_path / "none"), "--rows", "4", "--table-only"], check=False)
+    table = (tmp_path / "none" / "table.md").read_text()
+    assert empty.returncode == 1 and "| 4 XLNet-Base (K = 6) | failed (66.66) |" in table
+    assert "row 4 RACE: no xlnet_race_mini run in " in table and "(pretraining did not finish: see " in table
