@@ -87,3 +87,16 @@ def test_unreadable_layouts_are_named(tmp_path, text, message):
     with pytest.raises(ReportError, match=message) as err:
         load_reference(path)
     assert str(path) in str(err.value)
+
+
+@pytest.mark.parametrize("name, column", [("reference_mini.yaml", "value"), ("reference_mini_best.yaml", "ppl_best")])
+def test_txl_ablation_mini_references_carry_the_seed_numbers(name, column):
+    """The mini's rows (M = 32, half loss ext_len 16) carry the seed's numbers of the WT103 rows (M = 128, 64)."""
+    folder = ROOT / "experiments" / "txl_wt103_ablation"
+    seed = {(e["model.mem_len"], e["model.attn_type"], e["data.ext_len"]): e[column]
+            for e in load_reference(folder / "reference.yaml")["values"] if e["model.mem_len"] in (0, 128)}
+    mini = load_reference(folder / name)["values"]
+    assert len(mini) == len(seed)  # every 128M row (the 151M row is another model, not an ablation of the mini)
+    for e in mini:
+        key = (128 if e["model.mem_len"] else 0, e["model.attn_type"], 64 if e["data.ext_len"] else 0)
+        assert e["value"] == seed[key], e
