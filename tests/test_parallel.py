@@ -161,9 +161,11 @@ def make_task_of(kind: str) -> torch.nn.Module:
 
     torch.manual_seed(0)
     sgd = functools.partial(torch.optim.SGD, lr=0.5)
-    if kind.startswith("gpt"):
+    if kind.startswith("gpt"):  # finetuning in the release's layout: the forward's matrices feed the softmax
+        release = kind == "gpt_multiple_choice"
         gpt = GPTLMHeadModel(VOCAB, n_special=3, n_positions=16, n_embd=32, n_layer=2, n_head=2, resid_pdrop=0.0,
-                             embd_pdrop=0.0, attn_pdrop=0.0)
+                             embd_pdrop=0.0, attn_pdrop=0.0, embd_dropout_on_matrix=release,
+                             lm_softmax_includes_positions=release)
         if kind == "gpt_lm":
             return GPTPretrainTask(gpt, sgd).double()
         return GPTFinetuneTask(gpt, sgd, kind="multiple_choice", n_labels=CHOICES, lm_coef=0.5,
