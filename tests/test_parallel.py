@@ -355,6 +355,19 @@ def test_fsdp2_checkpoint_loads_into_a_single_process_model(runs):
     assert abs(float(loss) - runs["single"][SEGMENTS]) < 1e-5
 
 
+@pytest.mark.distributed
+def test_fsdp2_checkpoint_folder_is_read_as_one_checkpoint(runs, tmp_path):
+    """task.init_from / data.tokenizer read checkpoints through genlab.checkpoints.load: a folder of shards (what
+    strategy=fsdp saves) is consolidated there, so a sharded pretraining run finetunes like any other."""
+    from genlab import checkpoints
+
+    assert checkpoints.is_sharded(runs["ckpt"]) and checkpoints.exists(runs["ckpt"])
+    weights = checkpoints.submodule_weights(checkpoints.load(runs["ckpt"]))
+    model = make_task().model
+    model.load_state_dict(weights, strict=True)
+    assert not checkpoints.exists(tmp_path) and not checkpoints.is_sharded(tmp_path)  # a folder without shards
+
+
 # ------------------------------------------------------------------------------------------ single-process
 def test_fsdp_without_block_classes_is_a_clear_error():
     with pytest.raises(ConfigError, match="block_classes"):
