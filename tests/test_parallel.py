@@ -516,5 +516,16 @@ def test_strategy_presets_compose_and_build(name, cls, compose_cfg):
     assert type(strategy).__name__ == cls
 
 
+@pytest.mark.parametrize("experiment", ["bert_base_mini", "gpt_books_mini", "gpt_rte_mini", "funnel_l6_electra_mini",
+                                        "funnel_sst2_mini"])
+def test_fsdp_preset_validates_for_every_transformer_family(experiment, compose_cfg):
+    """No family refuses strategy=fsdp at config time (the 2-process trajectories above are the runtime check)."""
+    from genlab.cli.validate import validate_config
+
+    cfg = compose_cfg([f"experiment={experiment}", "strategy=fsdp", "trainer.accelerator=cpu"])
+    validate_config(cfg)
+    assert cfg.trainer.strategy._target_.endswith("FSDP2Strategy")
+
+
 if __name__ == "__main__" and sys.argv[1] == "worker":
     worker(Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] if len(sys.argv) > 5 else None)
