@@ -133,19 +133,50 @@ def xlnet_losses(rank: int, world: int) -> list[float]:
     return xlnet_steps(model, rank, world)
 
 
-TASK_KINDS = ("bert_finetune", "bert_mlm", "xlnet_dae", "xlnet_plm_nsp")
+TASK_KINDS = ("bert_finetune", "bert_mlm", "xlnet_dae", "xlnet_plm_nsp", "gpt_lm", "gpt_multiple_choice",
+              "funnel_mlm", "funnel_electra", "funnel_finetune")
+SINGLE_PART_KINDS = ("bert_mlm", "xlnet_dae", "gpt_lm", "funnel_mlm", "funnel_electra")  # no head beside the model
+CHOICES = 3
+
+
+def make_funnel(cls: type) -> torch.nn.Module:
+    """Two blocks (one pooling) and a one-layer decoder: the smallest Funnel that pools and upsamples."""
+    return cls(VOCAB, block_sizes=(1, 1), d_model=32, n_head=2, d_head=16, d_inner=64, num_decoder_layers=1,
+               dropout=0.0, dropatt=0.0, max_position=16, **({"width_shrink": 0.5} if cls.__name__ ==
+                                                              "FunnelElectra" else {}))
 
 
 def make_task_of(kind: str) -> torch.nn.Module:
     """Tasks whose model is not the only part holding parameters (finetuning head, NSP head) or that call their
-    model through other entry points than forward (encode/summary, mlm_logits, hidden_states/lm_logits)."""
+    model through other entry points than forward (encode/summary, mlm_logits, hidden_states/lm_logits, GPT's
+    tied lm_logits, ELECTRA's generator and discriminator)."""
     from genlab.models.bert import BertForPretraining
+    from genlab.models.funnel_pretraining import FunnelElectra, FunnelForMaskedLM
+    from genlab.models.gpt import GPTLMHeadModel
     from genlab.models.xlnet import XLNetLMHeadModel
     from genlab.tasks.finetune_classification import SequenceClassificationTask
+    from genlab.tasks.funnel_pretrain import FunnelElectraTask, FunnelMLMTask
+    from genlab.tasks.gpt import GPTFinetuneTask, GPTPretrainTask
     from genlab.tasks.pretrain import DAETask, MaskedLMTask, PermutationLMTask
 
     torch.manual_seed(0)
     sgd = functools.partial(torch.optim.SGD, lr=0.5)
+    if kind.startswith("gpt"):  # finetuning in the release's layout: the forward's matrices feed the softmax
+        release = kind == "gpt_multiple_choice"
+        gpt = GPTLMHeadModel(VOCAB, n_special=3, n_positions=16, n_embd=32, n_layer=2, n_head=2, resid_pdrop=0.0,
+                             embd_pdrop=0.0, attn_pdrop=0.0, embd_dropout_on_matrix=release,
+                             lm_softmax_includes_positions=release)
+        if kind == "gpt_lm":
+            return GPTPretrainTask(gpt, sgd).double()
+        return GPTFinetuneTask(gpt, sgd, kind="multiple_choice", n_labels=CHOICES, lm_coef=0.5,
+                               clf_pdrop=0.0).double()
+    if kind == "funnel_mlm":
+        return FunnelMLMTask(make_funnel(FunnelForMaskedLM), sgd).double()
+    if kind == "funnel_electra":
+        return FunnelElectraTask(make_funnel(FunnelElectra), sgd, disc_weight=1.0).double()
+    if kind == "funnel_finetune":
+        return SequenceClassificationTask(make_funnel(FunnelElectra), sgd, None, n_labels=3,
+                                          summary_dropout=0.0).double()
     if kind.startswith("bert"):
         bert = BertForPretraining(VOCAB, n_layer=2, d_model=32, n_head=2, d_inner=64, max_position=16, dropout=0.0,
                                   dropatt=0.0)
@@ -172,29 +203,63 @@ def task_batch(kind: str, rank: int, world: int) -> dict:
              "labels": torch.randint(0, 3, (B,), generator=g), "nsp_label": torch.randint(0, 2, (B,), generator=g),
              "perm_mask": perm, "target_mapping": mapping, "target": ids[:, -P:],
              "target_mask": torch.ones(B, P, dtype=torch.float64), "segment": 0}
-    if kind in ("bert_mlm", "xlnet_dae"):
+    if kind in ("bert_mlm", "xlnet_dae", "funnel_mlm", "funnel_electra"):
         batch["labels"] = torch.full_like(ids, -100)
         batch["labels"][:, -P:] = ids[:, -P:]  # the corrupted positions: the same two per row
+    if kind == "gpt_lm":
+        batch["lm_mask"] = torch.ones_like(ids)
+        batch["lm_mask"][::2, -3:] = 0  # short last windows, as many on every rank (each rank averages its own)
+    if kind == "gpt_multiple_choice":  # <s> ... <e> per choice, right-padded to different lengths
+        start, extract = VOCAB, VOCAB + 2
+        choices = torch.randint(5, VOCAB, (B, CHOICES, T), generator=g)
+        lengths = torch.randint(4, T + 1, (B, CHOICES), generator=g)
+        positions = torch.arange(T)
+        choices[..., 0] = start
+        choices[positions.expand(B, CHOICES, T) == (lengths - 1)[..., None]] = extract
+        batch["lm_mask"] = (positions < lengths[..., None]).long()
+        batch["input_ids"] = choices * batch["lm_mask"]
     return {k: v.chunk(world)[rank] if torch.is_tensor(v) else v for k, v in batch.items()}
+
+
+def rank_rows_of_global_samples(rank: int, world: int):
+    """ELECTRA's Gumbel samples with the noise of the global batch's rows: each rank samples its own targets
+    with the random numbers one process draws for those rows (the same fixed noise at every step)."""
+    from genlab.tasks.funnel_pretrain import gumbel_argmax
+
+    def sample(logits: torch.Tensor) -> torch.Tensor:
+        everyone = logits.repeat(world, 1)  # one row per target of the global batch, this rank's at rank * n
+        return gumbel_argmax(everyone, torch.Generator().manual_seed(17)).chunk(world)[rank]
+
+    return sample
+
+
+def task_loss(kind: str, task: torch.nn.Module, batch: dict) -> torch.Tensor:
+    if kind in ("bert_finetune", "funnel_finetune"):
+        return task.head.loss(task(batch), batch["labels"])
+    if kind == "gpt_lm":
+        return task.lm_nll(batch).mean()
+    if kind == "gpt_multiple_choice":
+        return task.losses(batch)["loss"]
+    return task._objective(batch, train=True)[0]
 
 
 def task_steps(kind: str, task: torch.nn.Module, rank: int, world: int, steps: int = 3) -> list[float]:
     """SGD on this rank's rows; global-mean losses."""
+    from unittest import mock
+
     batch = task_batch(kind, rank, world)
     opt = torch.optim.SGD(task.parameters(), lr=0.5)
     losses = []
-    for _ in range(steps):
-        if kind == "bert_finetune":
-            loss = task.head.loss(task(batch), batch["labels"])
-        else:
-            loss = task._objective(batch, train=True)[0]
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        value = loss.detach().clone()
-        if world > 1:
-            torch.distributed.all_reduce(value)
-        losses.append(float(value) / world)
+    with mock.patch("genlab.tasks.funnel_pretrain.gumbel_argmax", rank_rows_of_global_samples(rank, world)):
+        for _ in range(steps):
+            loss = task_loss(kind, task, batch)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            value = loss.detach().clone()
+            if world > 1:
+                torch.distributed.all_reduce(value)
+            losses.append(float(value) / world)
     return losses
 
 
@@ -205,9 +270,12 @@ def sharded_task_losses(rank: int, world: int) -> dict[str, list[float]]:
     losses = {}
     for kind in TASK_KINDS:
         task = make_task_of(kind)
+        n_blocks = len(find_blocks(task))  # ELECTRA: the discriminator's layers and the generator's
         parallelize(task, init_device_mesh("cpu", (world,)), activation_checkpointing=True)
         parts = [m for m in task.children() if any(True for _ in m.parameters())]
-        assert all(is_sharded(m) for m in parts) and len(parts) == (1 if kind in ("bert_mlm", "xlnet_dae") else 2)
+        assert all(is_sharded(m) for m in parts) and len(parts) == (1 if kind in SINGLE_PART_KINDS else 2)
+        units = [m for m in task.modules() if isinstance(m, CheckpointWrapper) and is_sharded(m)]
+        assert len(units) == n_blocks, f"{kind}: {len(units)} of {n_blocks} blocks sharded"
         losses[kind] = task_steps(kind, task, rank, world)
     return losses
 
@@ -285,6 +353,19 @@ def test_fsdp2_checkpoint_loads_into_a_single_process_model(runs):
         loss = task.model(first["input_ids"], target=first["target"]).nll.float().mean()
     # Epoch 1 starts with empty memory, so its first loss is this forward of the epoch-0 weights.
     assert abs(float(loss) - runs["single"][SEGMENTS]) < 1e-5
+
+
+@pytest.mark.distributed
+def test_fsdp2_checkpoint_folder_is_read_as_one_checkpoint(runs, tmp_path):
+    """task.init_from / data.tokenizer read checkpoints through genlab.checkpoints.load: a folder of shards (what
+    strategy=fsdp saves) is consolidated there, so a sharded pretraining run finetunes like any other."""
+    from genlab import checkpoints
+
+    assert checkpoints.is_sharded(runs["ckpt"]) and checkpoints.exists(runs["ckpt"])
+    weights = checkpoints.submodule_weights(checkpoints.load(runs["ckpt"]))
+    model = make_task().model
+    model.load_state_dict(weights, strict=True)
+    assert not checkpoints.exists(tmp_path) and not checkpoints.is_sharded(tmp_path)  # a folder without shards
 
 
 # ------------------------------------------------------------------------------------------ single-process
@@ -366,9 +447,12 @@ def test_xlnet_blocks_are_found_and_checkpointing_keeps_outputs_and_gradients():
 
 def test_every_transformer_task_uses_the_one_parallelize_hook():
     from genlab.tasks.finetune_base import FinetuneTask
+    from genlab.tasks.funnel_pretrain import FunnelElectraTask, FunnelMLMTask
+    from genlab.tasks.gpt import GPTFinetuneTask, GPTPretrainTask
     from genlab.tasks.pretrain import DAETask, MaskedLMTask, PermutationLMTask
 
-    for task in (LanguageModelTask, PermutationLMTask, DAETask, MaskedLMTask, FinetuneTask):
+    for task in (LanguageModelTask, PermutationLMTask, DAETask, MaskedLMTask, FinetuneTask, GPTPretrainTask,
+                 GPTFinetuneTask, FunnelMLMTask, FunnelElectraTask):
         assert task.configure_model is ParallelizeMixin.configure_model, task.__name__
 
 
@@ -430,6 +514,17 @@ def test_strategy_presets_compose_and_build(name, cls, compose_cfg):
     validate_config(cfg)
     strategy = instantiate(cfg.trainer.strategy)
     assert type(strategy).__name__ == cls
+
+
+@pytest.mark.parametrize("experiment", ["bert_base_mini", "gpt_books_mini", "gpt_rte_mini", "funnel_l6_electra_mini",
+                                        "funnel_sst2_mini"])
+def test_fsdp_preset_validates_for_every_transformer_family(experiment, compose_cfg):
+    """No family refuses strategy=fsdp at config time (the 2-process trajectories above are the runtime check)."""
+    from genlab.cli.validate import validate_config
+
+    cfg = compose_cfg([f"experiment={experiment}", "strategy=fsdp", "trainer.accelerator=cpu"])
+    validate_config(cfg)
+    assert cfg.trainer.strategy._target_.endswith("FSDP2Strategy")
 
 
 if __name__ == "__main__" and sys.argv[1] == "worker":

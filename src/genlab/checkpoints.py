@@ -34,9 +34,19 @@ def _label(path: str | os.PathLike, key: str | None) -> str:
     return f"{key}={path}" if key else str(path)
 
 
+def is_sharded(path: str | os.PathLike) -> bool:
+    """A folder of shards (torch.distributed.checkpoint: ``.metadata`` + ``*.distcp``), as ``strategy=fsdp`` saves."""
+    return Path(path).is_dir() and (Path(path) / ".metadata").is_file()
+
+
+def exists(path: str | os.PathLike) -> bool:
+    """A checkpoint file, or a folder of shards."""
+    return Path(path).is_file() or is_sharded(path)
+
+
 def load(path: str | os.PathLike, *, key: str | None = None, fix: str = "", map_location: Any = "cpu",
          mmap: bool = False) -> dict[str, Any]:
-    """The checkpoint at ``path`` as a dictionary.
+    """The checkpoint at ``path`` as a dictionary; a folder of FSDP2 shards is consolidated into one (in memory).
 
     A missing, truncated or foreign file (not written by ``torch.save``, or not a dictionary) raises
     :class:`CheckpointError` naming the file, as ``<key>=<path>`` when ``key`` (the config key the path came from)
@@ -44,11 +54,16 @@ def load(path: str | os.PathLike, *, key: str | None = None, fix: str = "", map_
     import torch
 
     where, fix = _label(path, key), f" {fix}" if fix else ""
-    if not Path(path).is_file():
+    if not exists(path):
         raise CheckpointError(f"{where}: no such file.{fix}")
     try:
-        # Our own files hold plain Python objects beside tensors (hyperparameters, loop state), hence not weights_only.
-        checkpoint = torch.load(path, map_location=map_location, weights_only=False, mmap=mmap)
+        if is_sharded(path):  # every tensor of every rank, read on this one process
+            from lightning_fabric.utilities.load import _load_distributed_checkpoint
+
+            checkpoint = _load_distributed_checkpoint(Path(path))
+        else:
+            # Our own files hold plain Python objects beside tensors (hyperparameters, loop state): not weights_only.
+            checkpoint = torch.load(path, map_location=map_location, weights_only=False, mmap=mmap)
     except Exception as err:  # noqa: BLE001 - a truncated or foreign file is the user's input
         raise CheckpointError(f"{where} is not a readable checkpoint (truncated, or not written by torch.save: "
                               f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}).{fix}") from err

@@ -3,15 +3,18 @@
 ``parallelize`` applies, per block and in torchtitan's order, (1) activation checkpointing, (2) regional
 ``torch.compile``, (3) FSDP2 ``fully_shard`` with a mixed-precision policy and optional CPU offload, and finally
 shards the root (embeddings, output layer, shared parameters). Models declare their blocks with a class
-attribute ``block_classes`` (or a ``blocks()`` method returning the block modules): Transformer-XL, XLNet and
-BERT do. Methods other than ``forward`` that tasks call on a root (``encode``, ``mlm_logits`` ...) are declared in
-a class attribute ``forward_methods``, so the sharded parameters are gathered around them too.
+attribute ``block_classes`` (or a ``blocks()`` method returning the block modules): Transformer-XL, XLNet, BERT,
+GPT-1 and Funnel-Transformer do (an ELECTRA pair declares them once, for both bodies). Methods other than
+``forward`` that tasks call on a root (``encode``, ``mlm_logits``, GPT's ``lm_logits`` ...) are declared in a class
+attribute ``forward_methods``, so the sharded parameters are gathered around them too; such a method reads the
+parameters itself rather than a parameter a forward returned, whose gathered copy is freed once that forward ends.
 
 Lightning drives it: ``FSDP2Strategy`` is Lightning's ``ModelParallelStrategy`` with pure data-parallel sharding
 over every process by default and the options below; ``ParallelizeMixin`` gives a LightningModule the
 ``configure_model`` hook that calls ``parallelize`` on the task when such a strategy runs. Every transformer task
-uses it: the LM task, the pretraining tasks (PLM, DAE, MLM) and the finetuning tasks. Nothing here moves data
-between processes itself: collectives, checkpoints and launching stay Lightning's and PyTorch's.
+uses it: the LM task, the pretraining tasks (PLM, DAE, MLM, GPT LM, Funnel MLM/ELECTRA) and the finetuning tasks.
+Nothing here moves data between processes itself: collectives, checkpoints and launching stay Lightning's and
+PyTorch's.
 """
 
 from __future__ import annotations

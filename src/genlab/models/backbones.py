@@ -107,6 +107,7 @@ class FunnelBackbone(nn.Module):
     encoder layer k id k + 1 and decoder layer i id ``n_encoder + 1 + i``, over ``n_depth_ids`` ids."""
 
     cls_position = "first"
+    forward_methods = ("encode", "summary")  # entry points besides forward (genlab.parallel gathers around them)
 
     def __init__(self, model: FunnelModel | FunnelForMaskedLM | FunnelElectra, summary_dropout: float = 0.1,
                  use_decoder: bool = False, init_std: float = 0.02):

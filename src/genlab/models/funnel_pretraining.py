@@ -48,6 +48,7 @@ class FunnelForMaskedLM(nn.Module):
     """``funnel`` (with decoder) + ``lm_head``; ``mlm_transform=False`` is HF ``FunnelForMaskedLM``'s head."""
 
     block_classes = (FunnelLayer,)
+    forward_methods = ("mlm_logits",)  # entry point besides forward (genlab.parallel gathers the tied embedding)
 
     def __init__(
         self,
@@ -114,6 +115,8 @@ class FunnelElectra(nn.Module):
     ``generator_lm_head``; ``generator.embeddings is funnel.embeddings``."""
 
     block_classes = (FunnelLayer,)  # declared here so genlab.parallel finds the generator's layers as well
+    # entry points besides forward: genlab.parallel gathers the shared embedding and the heads around each
+    forward_methods = ("generator_hidden", "mlm_logits", "discriminator_logits")
 
     def __init__(
         self,

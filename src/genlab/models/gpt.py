@@ -50,9 +50,11 @@ ACTIVATIONS = {"gelu_tanh": gelu_tanh, "gelu": F.gelu, "relu": F.relu, "silu": F
 @dataclass
 class GPTOutput:
     hidden: Tensor         # [..., T, d] last block's output
-    token_rows: Tensor     # [vocab_size + n_special, d] the token matrix this forward looked up (dropped in
-    #                        training when embd_dropout_on_matrix): the tied softmax uses the same one
-    position_rows: Tensor  # [n_positions, d] likewise for the positions
+    # The dropped matrices this forward looked up (training with embd_dropout_on_matrix), which the tied softmax
+    # must reuse; None when it used the parameters themselves: lm_logits then reads its own (gathered) parameters,
+    # since a sharded model frees the gathered copy once forward returns.
+    token_rows: Tensor | None = None     # [vocab_size + n_special, d]
+    position_rows: Tensor | None = None  # [n_positions, d]
 
 
 class GPTMLP(nn.Module):
@@ -107,13 +109,16 @@ class GPTModel(nn.Module):
         ids = input_ids.reshape(-1, t)
         mask = None if attention_mask is None else attention_mask.reshape(-1, t)
         tokens, positions = self.tokens_embed.weight, self.positions_embed.weight
-        if self.embd_dropout_on_matrix:  # release: dropout on the matrix itself, one mask per row for the batch
+        dropped = self.embd_dropout_on_matrix and self.training
+        if dropped:  # release: dropout on the matrix itself, one mask per row for the batch
             tokens, positions = self.drop(tokens), self.drop(positions)
             x = F.embedding(ids, tokens) + positions[:t]
         else:  # HF: dropout on the summed activations
             x = self.drop(F.embedding(ids, tokens) + positions[:t])
         for block in self.h:
             x = block(x, mask)
+        if not dropped:
+            return GPTOutput(x.view(*lead, t, x.shape[-1]))
         return GPTOutput(x.view(*lead, t, x.shape[-1]), tokens, positions)
 
 
@@ -126,6 +131,7 @@ class GPTLMHeadModel(nn.Module):
     and change nothing in eval mode / for the ordinary-token logits respectively."""
 
     block_classes = (GPTBlock,)
+    forward_methods = ("lm_logits",)  # entry point besides forward (genlab.parallel gathers the tied matrix)
 
     def __init__(
         self,
@@ -189,12 +195,13 @@ class GPTLMHeadModel(nn.Module):
     def lm_logits(self, hidden: Tensor, out: GPTOutput | None = None, special_rows: bool = True) -> Tensor:
         """``hidden @ Wᵀ`` over the ordinary tokens (+ the specials when ``special_rows``) (+ the position rows
         when ``lm_softmax_includes_positions``, release finetuning). ``out`` supplies the matrices the forward
-        used (the dropped ones under ``embd_dropout_on_matrix``); without it the parameters are used."""
-        tokens = self.output_embedding() if out is None else out.token_rows
+        used (the dropped ones under ``embd_dropout_on_matrix`` in training); otherwise the parameters are used."""
+        dropped = out is not None and out.token_rows is not None
+        tokens = out.token_rows if dropped else self.output_embedding()
         if not special_rows:
             tokens = tokens[: self.vocab_size]
         if self.lm_softmax_includes_positions:
-            positions = self.transformer.positions_embed.weight if out is None else out.position_rows
+            positions = out.position_rows if dropped else self.transformer.positions_embed.weight
             tokens = torch.cat([tokens, positions])
         return F.linear(hidden, tokens)
 

@@ -78,7 +78,7 @@ def load_tokenizer(path: str | os.PathLike, lower: bool = False) -> FinetuneToke
     """The checkpoint's tokenizer (see the module docstring); ``lower`` applies when the checkpoint says nothing.
     A genlab ``.ckpt`` stands for the tokenizer its run recorded, so ``data.tokenizer=${task.init_from}`` works for
     every kind of ``init_from``."""
-    if Path(path).suffix == ".ckpt" and Path(path).is_file():
+    if Path(path).suffix == ".ckpt" and checkpoints.exists(path):  # a file, or a folder of FSDP2 shards
         path, lower = recorded_tokenizer(Path(path))
     file = tokenizer_file(path)
     if file is None:

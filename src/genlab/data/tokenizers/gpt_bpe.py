@@ -27,6 +27,7 @@ import os
 import re
 from pathlib import Path
 
+from genlab import checkpoints
 from genlab.data.tokenizers.sentencepiece import SentencePieceTokenizer
 from genlab.errors import DataError
 
@@ -128,7 +129,7 @@ def load_gpt_tokenizer(path: str | os.PathLike) -> GPTTokenizer:
     ``merges.txt``); a genlab GPT pretraining ``.ckpt`` (the tokenizer its run recorded: its ``data.tokenizer``, else
     the ``spiece.model`` copy in its run folder); or such a run folder."""
     p = Path(path).expanduser()
-    if p.suffix == ".ckpt" and p.is_file():
+    if p.suffix == ".ckpt" and checkpoints.exists(p):  # a file, or a folder of FSDP2 shards
         from genlab.data.tokenizers.from_checkpoint import recorded_tokenizer
 
         return load_gpt_tokenizer(recorded_tokenizer(p)[0])
