@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -328,7 +329,8 @@ def test_xlnet_ablation_table_of_two_rows(tmp_path):
     again = run([script, "--out", str(tmp_path), *ABLATION_SMOKE]).stdout  # resumes: every stage is done
     assert "python train.py" not in again and again.count("skipped") == 4
     ckpt = next(tmp_path.glob("row2_*/pretrain/checkpoints/last.ckpt"))
-    os.utime(ckpt, (ckpt.stat().st_atime, ckpt.stat().st_mtime + 60))  # a re-run pretraining: its finetuning is stale
+    later = time.time() + 60  # newer than every finetuning result, however long they took
+    os.utime(ckpt, (later, later))  # a re-run pretraining: its finetuning is stale
     stale = run([script, "--out", str(tmp_path), *ABLATION_SMOKE, "--rows", "2", "--dry-run"]).stdout
     assert stale.count("python train.py -m experiment=xlnet_race_mini,xlnet_squad2_mini,xlnet_mnli_mini,"
                        "xlnet_sst2_mini seed=1 ") == 1 and "pretraining finished" in stale
