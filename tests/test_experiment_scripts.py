@@ -212,7 +212,7 @@ def test_cegan_figures_from_a_2d_run(tmp_path):
     figure = tmp_path / "sweep" / "figures" / "energy_cegan_gmm4_mini_s0.png"
     assert f"wrote {figure}" in beside.stdout and f"in {figure.parent}" in beside.stdout
     width, height = png_size(figure)
-    assert height >= 400 and width >= 3 * 400, (width, height)  # three panels side by side, each ~400 px
+    assert height >= 1600 and width >= 2 * 800, (width, height)  # 2x2 panels, each at least 800 px wide
 
     chosen = run(["experiments/cegan/figures.py", str(run_dir), "--out", str(tmp_path / "fig")])
     assert f"wrote {tmp_path / 'fig' / figure.name}" in chosen.stdout

@@ -1,6 +1,6 @@
 """Figures the report cannot draw, from finished CEGAN runs (``train.py -m`` sweep directories):
 
-- 2-D runs: energy surfaces on the evaluation grid (p_data, p_disc = softmax(−c), p_gen; Figs. B.1-B.3) as
+- 2-D runs: energy surfaces on the evaluation grid (p_data, p_disc = softmax(−c), p_emp, p_gen; Figs. B.1-B.3) as
   ``energy_<experiment>_s<seed>.png``, and the energy gap between the lightest and heaviest mode (``modes.md``);
 - one-digit runs: the 10 lowest- and highest-energy held-out images (Figs. B.4/B.5) as
   ``ranking_<variant>_s<seed>.png``.
@@ -22,26 +22,32 @@ import numpy as np
 import torch
 from hydra.utils import instantiate
 
+from genlab.metrics.cegan_metrics import kl
 from genlab.report.collect import find_run_dirs
 from genlab.runs import load_run
 
-DPI = 110  # with the sizes below every energy panel is about 400 px square, every digit about 120 px
+DPI = 100  # 2-D runs: a 2x2 grid of 8.5-inch panels, each about 850 px wide; digits about 120 px
+PANELS = (("data", "p_data (true density)"), ("disc", "p_disc = softmax(-c) (discriminator)"),
+          ("emp", "p_emp (training points)"), ("gen", "p_gen (generator samples)"))
 
 
 def plot_energy(task, path: Path, title: str) -> None:
+    """The true density beside the discriminator's p_disc (top) and the training data beside the generator's
+    samples (bottom), all on the evaluation grid, each with its colorbar and its KL to p_data in the title."""
     import matplotlib.pyplot as plt
 
     _, axes, p = task._last_grid
     n = axes.shape[1]
-    fig, ax = plt.subplots(1, 3, figsize=(12, 4.6))
-    for a, key, name in zip(ax, ("data", "disc", "gen"), ("p_data", "p_disc = softmax(-c)", "p_gen")):
-        a.imshow(p[key].reshape(n, n).T, origin="lower", extent=[axes[0, 0], axes[0, -1], axes[1, 0], axes[1, -1]],
-                 cmap="viridis")
-        a.set_title(name, fontsize=12)
-        a.set_xticks([])
-        a.set_yticks([])
-    fig.suptitle(title, fontsize=13)
-    fig.tight_layout()
+    fig, ax = plt.subplots(2, 2, figsize=(19, 17))
+    for a, (key, name) in zip(ax.flat, PANELS):
+        im = a.imshow(p[key].reshape(n, n).T, origin="lower", cmap="viridis", aspect="auto",
+                      extent=[axes[0, 0], axes[0, -1], axes[1, 0], axes[1, -1]])
+        gap = "" if key == "data" else f"\nKL(p_{key} || p_data) = {kl(p[key], p['data'], task.hparams.kl_floor):.3f}"
+        a.set_title(name + gap, fontsize=18)
+        a.tick_params(labelsize=13)
+        fig.colorbar(im, ax=a, fraction=0.046, pad=0.03).ax.tick_params(labelsize=12)
+    fig.suptitle(title, fontsize=22)
+    fig.tight_layout(rect=(0, 0, 1, 0.97))
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
 
@@ -87,7 +93,7 @@ def main(argv: list[str] | None = None) -> None:
         if hasattr(dm, "truth"):
             task.grid_report(dm.x.numpy(), dm.truth)
             figure = out / f"energy_{run.experiment}_s{seed}.png"
-            plot_energy(task, figure, f"{run.experiment} seed {seed}")
+            plot_energy(task, figure, f"{run.experiment}, seed {seed} ({run.best_checkpoint.name})")
             gap = task.mode_energy_gap(dm.truth)
             if gap is not None:
                 modes.append(f"| {run.experiment} | {seed} | {gap:.3f} |")

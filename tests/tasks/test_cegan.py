@@ -216,6 +216,21 @@ def test_data_generators_match_spec():
     assert xs.shape == (20_000, 2) and len(tr.means) == 100
 
 
+@pytest.mark.parametrize("dataset", ["gmm4", "biased_gmm2", "two_spirals"])
+def test_fewer_points_keep_the_papers_mixture(dataset):
+    """A mini's n_train points are a subset of the paper's 100,000, so its mixture is the paper's: drawing 20,000
+    points directly gives the 4-GMM other covariances (the code draws them between the components' samples)."""
+    from genlab.data.synthetic.toy2d import Toy2DDataModule
+
+    full, mini = Toy2DDataModule(dataset), Toy2DDataModule(dataset, n_train=20_000)
+    full.setup(), mini.setup()
+    assert len(mini.x) == 20_000 and len(full.x) == 100_000
+    for a, b in [(full.truth.means, mini.truth.means), (full.truth.variances, mini.truth.variances)]:
+        np.testing.assert_array_equal(a, b)
+    assert np.isin(mini.x[:, 0].numpy(), full.x[:, 0].numpy()).all()
+    if dataset == "gmm4":
+        assert not np.allclose(gmm4(20_000)[1].variances, full.truth.variances)
+
 def test_shapes():
     g, d = ConvGenerator28(), ConvEnergy28()
     x = g(torch.randn(3, 10))

@@ -188,9 +188,16 @@ class CEGANTask(pl.LightningModule):
             for opt, ps in zip(opts[1:], g_params):
                 self._step_with(opt, ps, tuple(grads_g[start:start + len(ps)]))
                 start += len(ps)
-        self.log_dict({f"train/{k}": v.detach() for k, v in out.items()})
-        self.log("train/loss", out["loss_d"].detach())
-        self.log_dict({f"train/n_{k}": float(v) for k, v in self.update_counts.items()})
+        if self._logs_flush_now():
+            self.log_dict({**{f"train/{k}": v.detach() for k, v in out.items()}, "train/loss": out["loss_d"].detach(),
+                           **{f"train/n_{k}": float(v) for k, v in self.update_counts.items()}})
+
+    def _logs_flush_now(self) -> bool:
+        """Whether Lightning writes this step's logged values (every ``trainer.log_every_n_steps``, and on stop).
+        Step values logged on other steps are overwritten unread, yet ``self.log`` cost as much as the 2-D
+        networks' forward and backward passes together, so they are not logged."""
+        trainer = self._trainer
+        return trainer is None or trainer._logger_connector.should_update_logs
 
     # ------------------------------------------------------------------------------------------- evaluation
     @torch.no_grad()

@@ -149,10 +149,9 @@ def knn_entropy_direction(x: Tensor, k: int = 20, normalize: str = "unit", eps: 
         n = flat.shape[0]
         if not 1 <= k < n:
             raise ValueError(f"k-NN entropy needs 1 <= k < batch size, got k={k}, batch={n}")
-        sq = flat.pow(2).sum(dim=1)
-        dist2 = (sq[:, None] + sq[None, :] - 2.0 * flat @ flat.t()).clamp_min(0.0)
-        dist2.fill_diagonal_(float("inf"))
-        idx = dist2.topk(k, dim=1, largest=False).indices  # [n, k]
+        dist = torch.cdist(flat, flat)  # same neighbours as squared distances, a fraction of the CPU time
+        dist.fill_diagonal_(float("inf"))
+        idx = dist.topk(k, dim=1, largest=False).indices  # [n, k]
         neigh = flat[idx]  # [n, k, D]
         mu = neigh.mean(dim=1)
         delta = mu - flat

@@ -101,6 +101,7 @@ def two_circles(n: int = 2000, seed: int = 0, radii: tuple[float, float] = (1.0,
     return np.concatenate(xs).astype(np.float32), np.concatenate(ys)
 
 
+PAPER_N = 100_000  # points per density data set in the paper (cegan spec §3.3)
 DENSITY_SETS = {"gmm4": gmm4, "biased_gmm2": biased_gmm2, "two_spirals": two_spirals}
 
 
@@ -118,10 +119,15 @@ class Toy2DDataModule(ResumableTrainOrder, pl.LightningDataModule):
 
     def setup(self, stage: str | None = None) -> None:
         hp = self.hparams
+        # Draw the paper's 100,000 points and keep a fixed random n_train of them: the reference code draws a
+        # 4-GMM's covariances between its components' samples, so drawing fewer points changes the mixture itself.
+        n = max(hp.n_train, PAPER_N)
         if hp.dataset == "two_spirals":
-            x, self.truth = two_spirals(hp.n_train, hp.spiral_components, truth_cov=hp.spiral_truth_cov)
+            x, self.truth = two_spirals(n, hp.spiral_components, truth_cov=hp.spiral_truth_cov)
         else:
-            x, self.truth = DENSITY_SETS[hp.dataset](hp.n_train)
+            x, self.truth = DENSITY_SETS[hp.dataset](n)
+        if hp.n_train < n:
+            x = x[np.sort(np.random.RandomState(0).permutation(n)[:hp.n_train])]
         self.x = torch.from_numpy(x)
 
     def train_dataloader(self) -> DataLoader:
