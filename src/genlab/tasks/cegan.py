@@ -197,7 +197,9 @@ class CEGANTask(pl.LightningModule):
         Step values logged on other steps are overwritten unread, yet ``self.log`` cost as much as the 2-D
         networks' forward and backward passes together, so they are not logged."""
         trainer = self._trainer
-        return trainer is None or trainer._logger_connector.should_update_logs
+        # Lightning's own decision (a private attribute: if a release drops it, every step logs again)
+        connector = getattr(trainer, "_logger_connector", None)
+        return trainer is None or getattr(connector, "should_update_logs", True)
 
     # ------------------------------------------------------------------------------------------- evaluation
     @torch.no_grad()
