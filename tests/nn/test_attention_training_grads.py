@@ -71,3 +71,9 @@ def test_xlnet_two_stream_training_path_gradcheck(mlen):
         return out_h, out_g
 
     assert torch.autograd.gradcheck(run, (h, q))
+
+
+def test_same_length_without_memory_stays_causal():
+    """With mem_len 0 the same_length bound would leave each query only itself; the mask stays causal."""
+    for variant in ("tf", "pytorch"):
+        assert torch.equal(attention_mask(5, 0, same_length=True, mem_len=0, variant=variant), attention_mask(5, 0))

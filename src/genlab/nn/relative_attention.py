@@ -86,7 +86,9 @@ def attention_mask(
 
     Default: causal, every memory slot visible. ``same_length`` bounds the distance so every query sees the
     same number of keys: ``tf`` keeps distances 0..mem_len (M+1 keys), ``pytorch`` (also HF 4.35)
-    keeps 0..mem_len-1 (M keys). The diagonal stays visible so no row is ever fully masked.
+    keeps 0..mem_len-1 (M keys). The diagonal stays visible so no row is ever fully masked. Without memory
+    (``mem_len`` 0) there is nothing to equalise: the bound would leave each query only itself (the reference
+    codes' masks degenerate so, or block every key), so the mask stays causal.
     """
     if variant not in SAME_LENGTH_VARIANTS:
         raise ValueError(f"same_length_variant must be one of {SAME_LENGTH_VARIANTS}, got {variant!r}")
@@ -95,8 +97,8 @@ def attention_mask(
     j = torch.arange(klen, device=device)[None, :]
     dist = i + mlen - j
     blocked = dist < 0
-    if same_length:
-        widest = mem_len if variant == "tf" else max(mem_len - 1, 0)
+    if same_length and mem_len > 0:
+        widest = mem_len if variant == "tf" else mem_len - 1
         blocked = blocked | (dist > widest)
     return blocked
 
