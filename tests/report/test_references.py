@@ -100,3 +100,11 @@ def test_txl_ablation_mini_references_carry_the_seed_numbers(name, column):
     for e in mini:
         key = (128 if e["model.mem_len"] else 0, e["model.attn_type"], 64 if e["data.ext_len"] else 0)
         assert e["value"] == seed[key], e
+
+
+def test_mos_mini_reference_carries_the_ptb_ablation_numbers():
+    folder = ROOT / "experiments" / "mos_ptb_wt2"
+    seed = {row["ptb"] + "_mini": (row["ptb_test"], row["ptb_valid"])
+            for row in load_reference(folder / "reference.yaml")["ablation_table_A5"]}
+    mini = {e["experiment"]: (e["value"], e["valid"]) for e in load_reference(folder / "reference_mini.yaml")["values"]}
+    assert mini == seed
