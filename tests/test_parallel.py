@@ -100,11 +100,20 @@ def xlnet_steps(model: torch.nn.Module, rank: int, world: int, steps: int = 3) -
     perm = torch.rand(4, 6, 6, generator=g).lt(0.5).double().chunk(world)[rank]
     target = torch.randint(0, VOCAB, (4, 2), generator=g).chunk(world)[rank]
     mapping = torch.eye(6, dtype=torch.float64)[None, :2].expand(ids.size(0), -1, -1)
-    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+
+    def loss() -> torch.Tensor:
+        logits = model(ids, perm_mask=perm, target_mapping=mapping).logits
+        return torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), target.reshape(-1))
+
+    return sgd_losses(model, loss, world, steps)
+
+
+def sgd_losses(module: torch.nn.Module, loss_fn, world: int, steps: int) -> list[float]:
+    """``steps`` SGD updates (lr 0.5) of ``module`` on ``loss_fn()``; each step's loss averaged over the ranks."""
+    opt = torch.optim.SGD(module.parameters(), lr=0.5)
     losses = []
     for _ in range(steps):
-        logits = model(ids, perm_mask=perm, target_mapping=mapping).logits
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), target.reshape(-1))
+        loss = loss_fn()
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -248,19 +257,8 @@ def task_steps(kind: str, task: torch.nn.Module, rank: int, world: int, steps: i
     from unittest import mock
 
     batch = task_batch(kind, rank, world)
-    opt = torch.optim.SGD(task.parameters(), lr=0.5)
-    losses = []
     with mock.patch("genlab.tasks.funnel_pretrain.gumbel_argmax", rank_rows_of_global_samples(rank, world)):
-        for _ in range(steps):
-            loss = task_loss(kind, task, batch)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            value = loss.detach().clone()
-            if world > 1:
-                torch.distributed.all_reduce(value)
-            losses.append(float(value) / world)
-    return losses
+        return sgd_losses(task, lambda: task_loss(kind, task, batch), world, steps)
 
 
 def sharded_task_losses(rank: int, world: int) -> dict[str, list[float]]:

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 import torch
 from rank import add_log_prob_args, run_log_probs  # one way to load a run and its log-probabilities
 
 from genlab.analysis.softmax_rank import pairwise_kl
+from genlab.cli.errors import run_script
 from genlab.errors import UserError
 
 
@@ -40,8 +40,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
+    run_script(main)

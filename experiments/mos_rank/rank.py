@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import torch
 from hydra.utils import instantiate
 
 from genlab.analysis.softmax_rank import collect_log_probs, rank_tolerance, singular_value_cdf, singular_values
+from genlab.cli.errors import run_script
 from genlab.errors import CheckpointError, UserError
 from genlab.runs import Run, load_run
 from genlab.tasks.awd_lm import check_vocabulary, load_awd_checkpoint
@@ -83,8 +83,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
+    run_script(main)

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import torch
 from recl import run_corpus, split_tokens  # a run's corpus, read as RECL reads it
 
 from genlab.callbacks.wandb import run_dir_of_checkpoint
+from genlab.cli.errors import run_script
 from genlab.data.lm.detokenize import detokenizer
 from genlab.errors import UserError
 from genlab.runs import load_run
@@ -92,8 +92,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+    run_script(main)

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import torch
 
 from genlab.analysis.recl import memory_losses, recl_table, window_losses
+from genlab.cli.errors import run_script
 from genlab.errors import UserError
 from genlab.runs import load_run
 
@@ -105,8 +105,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+    run_script(main)

@@ -43,6 +43,15 @@ def guarded(fn: Callable[[], Any], on_failure: Callable[[BaseException], None]) 
         raise
 
 
+def run_script(main: Callable[[], Any]) -> None:
+    """Entry point of an experiment script (argparse, no Hydra): a UserError prints one line and exits 2."""
+    try:
+        main()
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(USER_ERROR_EXIT)
+
+
 def find_user_error(err: BaseException | None) -> UserError | None:
     """The UserError behind ``err``: Hydra's instantiate and Lightning wrap what constructors and hooks raise."""
     seen = set()
