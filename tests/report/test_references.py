@@ -108,3 +108,10 @@ def test_mos_mini_reference_carries_the_ptb_ablation_numbers():
             for row in load_reference(folder / "reference.yaml")["ablation_table_A5"]}
     mini = {e["experiment"]: (e["value"], e["valid"]) for e in load_reference(folder / "reference_mini.yaml")["values"]}
     assert mini == seed
+
+
+def test_txl_main_mini_reference_carries_the_enwik8_numbers():
+    folder = ROOT / "experiments" / "transformer_xl"
+    seed = {e["experiment"]: e["value"] for e in load_reference(folder / "reference.yaml")["values"]}
+    for e in load_reference(folder / "reference_mini.yaml")["values"]:
+        assert e["value"] == seed[e["experiment"].removesuffix("_mini")]
