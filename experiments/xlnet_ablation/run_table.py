@@ -26,10 +26,11 @@ from pathlib import Path
 
 import yaml
 
-from genlab.report import ReportError, Table, build_table, collect_runs, to_csv, to_latex, to_markdown
+from genlab.report import ReportError, Table, build_table, collect_runs, table_files
 from genlab.report.plot import plot_table
 from genlab.report.table import Cell
 from genlab.runs import read_json
+from genlab.utils import atomic_write
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -278,13 +279,13 @@ def build_ablation_table(rows: list[Row], out: Path, scale: str) -> Table:
 
 def write_table(table: Table, folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    title = "# XLNet ablation ([004 Table 6]): our finetuned scores, the paper's in parentheses\n\n"
-    md = title + to_markdown(table, precision=2, with_reference=True)
-    (folder / "table.md").write_text(md)
-    (folder / "table.csv").write_text(to_csv(table))
-    (folder / "table.tex").write_text(to_latex(table, precision=2, with_reference=True))
+    files = table_files(table, "table", precision=2, with_reference=True,
+                        title="XLNet ablation ([004 Table 6]): our finetuned scores, the paper's in parentheses")
+    for name, text in files.items():
+        with atomic_write(folder / name, "w") as f:
+            f.write(text)
     plot_table(table, folder / "table.png", with_reference=True)
-    print(md)
+    print(files["table.md"])
     print(f"wrote {folder / 'table.md'}, .csv, .tex, .png")
 
 

@@ -4,7 +4,16 @@
 """
 
 from genlab.report.collect import ReportError, RunResult, collect_runs, write_multirun_summary
-from genlab.report.table import Table, attach_reference, build_table, load_reference, to_csv, to_latex, to_markdown
+from genlab.report.table import (
+    Table,
+    attach_reference,
+    build_table,
+    load_reference,
+    table_files,
+    to_csv,
+    to_latex,
+    to_markdown,
+)
 
 __all__ = [
     "ReportError",
@@ -14,6 +23,7 @@ __all__ = [
     "build_table",
     "collect_runs",
     "load_reference",
+    "table_files",
     "to_csv",
     "to_latex",
     "to_markdown",

@@ -14,7 +14,15 @@ from pathlib import Path
 
 from genlab.report.collect import ReportError, RunResult, collect_runs, write_multirun_summary
 from genlab.report.plot import plot_table
-from genlab.report.table import AGGREGATES, attach_reference, build_table, load_reference, to_csv, to_latex, to_markdown
+from genlab.report.table import (
+    AGGREGATES,
+    attach_reference,
+    build_table,
+    load_reference,
+    table_files,
+    to_csv,
+    to_markdown,
+)
 from genlab.utils import atomic_write
 
 
@@ -130,10 +138,8 @@ def _run(args: argparse.Namespace) -> int:
         table.notes.append(f"no reference value of {args.reference} matched a cell (check its keys and values)")
     precision = args.precision if args.precision is not None else int(ref.get("precision", 2))
     out = Path(args.out) if args.out else (Path(args.reference).parent if args.reference else Path(args.paths[0]))
-    md = to_markdown(table, precision, with_ref)
-    if ref.get("title"):
-        md = f"# {ref['title']}\n\n{md}"
-    files = {f"{args.name}.md": md, f"{args.name}.csv": to_csv(table), f"{args.name}.tex": to_latex(table, precision, with_ref)}
+    files = table_files(table, args.name, precision, with_ref, ref.get("title"))
+    md = files[f"{args.name}.md"]
     if args.best_over:
         from genlab.report.best_of import best_key
 

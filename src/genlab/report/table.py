@@ -317,3 +317,12 @@ def to_csv(table: Table) -> str:
             ref = "" if c.reference is None else c.reference
             w.writerow([*row, *col, table.metric, *nums, c.n, c.failed, ref])
     return buf.getvalue()
+
+
+def table_files(table: Table, name: str, precision: int = 2, with_reference: bool = False,
+                title: str | None = None) -> dict[str, str]:
+    """``<name>.md`` (under ``# title`` when given), ``.csv`` and ``.tex`` of a table, by file name."""
+    md = to_markdown(table, precision, with_reference)
+    return {f"{name}.md": f"# {title}\n\n{md}" if title else md, f"{name}.csv": to_csv(table),
+            f"{name}.tex": to_latex(table, precision, with_reference)}
+
