@@ -30,7 +30,9 @@ def _two_segments(m: TransformerXL, ids: torch.Tensor) -> torch.Tensor:
 
 @pytest.mark.parametrize("mode", ["bf16-mixed", "bf16-true"])
 @pytest.mark.parametrize("impl", ["sdpa", "naive"])
-def test_masking_and_softmax_stay_fp32_and_outputs_match_fp32(mode, impl, monkeypatch):
+def test_masking_and_softmax_keep_fp32_arithmetic_and_outputs_match_fp32(mode, impl, monkeypatch):
+    """Evaluation: the sdpa path hands SDPA's fused kernel (fp32 scores and softmax inside) bf16 inputs and a bf16
+    bias (bf16 position scores, exact -inf mask); the naive reference upcasts and takes its softmax in fp32."""
     m = _model(attn_impl=impl).eval()
     ids = torch.randint(0, V, (2, 17), generator=torch.Generator().manual_seed(3))
     with torch.no_grad():
@@ -54,7 +56,8 @@ def test_masking_and_softmax_stay_fp32_and_outputs_match_fp32(mode, impl, monkey
                 low = _two_segments(m, ids)
         else:
             low = _two_segments(copy.deepcopy(m).to(torch.bfloat16), ids)
-    assert seen and all(dt == torch.float32 for dt in seen), seen
+    expected = torch.bfloat16 if impl == "sdpa" else torch.float32
+    assert seen and all(dt == expected for dt in seen), seen
     assert low.dtype == torch.float32 and torch.isfinite(low).all()
     torch.testing.assert_close(low, ref, rtol=0.05, atol=0.1)
 

@@ -5,8 +5,10 @@ gradients follow fp32, and the fp32 islands hold.
 CPU autocast keeps softmax and log-softmax in the input dtype (CUDA autocast promotes them to fp32), so every
 model must put its own islands in fp32: attention softmax and masks, position tables, losses, the adaptive
 softmax's log-sum-exp. The islands are checked below the autocast layer (a dispatch mode sees the dtypes the
-kernels really get). SDPA's fused CPU kernel is the one exception allowed bf16 inputs: it accumulates the scores
-and the softmax in fp32 inside (as flash attention does on a GPU), and is what BERT/GPT's attention calls.
+kernels really get). Attention is the one exception allowed bf16 inputs: SDPA's fused CPU kernel (BERT/GPT)
+accumulates the scores and the softmax in fp32 inside, as flash attention does on a GPU, and the unfused training
+path of the relative attentions (TXL, XLNet) hands the softmax kernel its [B·H, L, K] scores in bf16, which the
+kernel computes in fp32 and rounds once (``test_low_precision_softmax_is_fp32_inside``) before the bf16 values GEMM.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ SGD = functools.partial(torch.optim.SGD, lr=0.1)
 ISLANDS = ("_softmax", "_log_softmax", "logsumexp", "nll_loss_forward", "nll_loss2d_forward",
            "binary_cross_entropy_with_logits", "mse_loss", "sin", "cos")
 FUSED_ATTENTION = ("_scaled_dot_product_flash_attention_for_cpu",)  # fp32 softmax inside the kernel
+ATTENTION_SOFTMAX_NDIM = 3  # the relative attentions' probabilities over flattened [B·H, L, K] scores
 
 
 def _xlnet() -> XLNetLMHeadModel:
@@ -107,10 +110,13 @@ class KernelDtypes(TorchDispatchMode):
     def __init__(self) -> None:
         super().__init__()
         self.seen: list[tuple[str, tuple[torch.dtype, ...]]] = []
+        self.attention_softmax: list[torch.dtype] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = func.__name__.split(".")[0]
-        if name in ISLANDS or name in FUSED_ATTENTION:
+        if name == "_softmax" and args[0].dim() == ATTENTION_SOFTMAX_NDIM:
+            self.attention_softmax.append(args[0].dtype)
+        elif name in ISLANDS or name in FUSED_ATTENTION:
             self.seen.append((name, tuple(a.dtype for a in args if isinstance(a, torch.Tensor) and a.is_floating_point())))
         return func(*args, **(kwargs or {}))
 
@@ -146,6 +152,29 @@ def test_one_bf16_autocast_step_is_finite_and_follows_fp32(name):
     assert cosine > 0.98, float(cosine)  # bf16 GEMMs, fp32 islands: the update points the same way
     low = [(op, dts) for op, dts in record.seen if op in ISLANDS and torch.bfloat16 in dts]
     assert record.seen and not low, f"fp32 islands computed in bf16: {sorted(set(low))}"
+
+
+@pytest.mark.parametrize("name", ["txl", "xlnet_plm_nsp"])
+def test_relative_attention_trains_its_scores_in_bf16(name):
+    """TXL and XLNet keep the [B·H, L, K] score chain in bf16 under autocast (half the traffic of fp32 scores)."""
+    record = KernelDtypes()
+    _step(name, autocast=True, record=record)
+    assert record.attention_softmax and set(record.attention_softmax) == {torch.bfloat16}
+
+
+def test_low_precision_softmax_is_fp32_inside():
+    """The CPU softmax kernel computes a bf16 row in fp32 and rounds each probability once: bit for bit the fp32
+    softmax of the same scores, rounded (so a bf16 attention softmax is an fp32 island with bf16 storage, as the
+    values GEMM would round the probabilities anyway). Its backward agrees with the fp32 backward to rounding."""
+    g = torch.Generator().manual_seed(0)
+    x = (torch.randn(6, 32, 300, generator=g) * 8).bfloat16()
+    x[..., 200:] = float("-inf")  # masked keys
+    y = x.softmax(-1)
+    assert torch.equal(y, x.float().softmax(-1).bfloat16())
+    grad = torch.randn(y.shape, generator=g).bfloat16()
+    low = torch._softmax_backward_data(grad, y, -1, torch.bfloat16).float()
+    ref = torch._softmax_backward_data(grad.float(), y.float(), -1, torch.float32)
+    assert (low - ref).abs().max() <= 2**-8 * ref.abs().max()
 
 
 def test_low_precision_islands_are_really_detected():

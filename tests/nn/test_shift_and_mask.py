@@ -29,10 +29,11 @@ def test_shift_and_mask_equals_reference_values_and_gradients(qlen, mlen, same_l
     torch.testing.assert_close(got_in.grad, ref_in.grad, rtol=0, atol=0)
 
 
-def test_shift_and_mask_promotes_to_fp32_and_accepts_non_contiguous_input():
+def test_shift_and_mask_keeps_the_input_dtype_and_accepts_non_contiguous_input():
+    """bf16 in (the position scores' GEMM output under autocast), bf16 out: the -inf mask is exact in bf16."""
     g = torch.Generator().manual_seed(0)
     mask = attention_mask(4, 2)
     raw = torch.randn(3, 6, 4, generator=g).to(torch.bfloat16).transpose(-1, -2)  # [3, 4, 6], strided
     got = shift_and_mask(raw, mask)
-    assert got.dtype == torch.float32
-    torch.testing.assert_close(got, rel_shift(raw.float()).masked_fill(mask, float("-inf")), rtol=0, atol=0)
+    assert got.dtype == torch.bfloat16
+    torch.testing.assert_close(got, rel_shift(raw).masked_fill(mask, float("-inf")), rtol=0, atol=0)

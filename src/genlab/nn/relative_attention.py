@@ -2,14 +2,15 @@
 
 Layout is batch-major: hidden states [B, T, d], scores [B, H, L, K] with L new queries and K = M_cur + L keys.
 Key j runs over the concatenation (j = 0 is the oldest memory slot); the distance of (i, j) is i + M_cur - j.
-Three interchangeable implementations (``attn_impl``): ``sdpa`` (default) builds one additive fp32 bias that
+Three interchangeable implementations (``attn_impl``): ``sdpa`` (default) builds one additive bias that
 already holds the position terms and the mask; without gradients ``F.scaled_dot_product_attention`` fuses the
 content term and the softmax, and in training (where SDPA would fall back to its unfused math path for a bias
 that needs a gradient) the content term is accumulated into that bias in place by one ``baddbmm``; ``flex`` (rel
 attention) uses FlexAttention with a ``score_mod`` that reads the un-shifted position scores at the right
 distance (no rel_shift copy, no dense mask) and a block mask; ``naive`` writes every step out (the reference).
-Scores (their sum with the position terms and masks) and softmax are fp32 in every path; under autocast the
-training path runs its two GEMMs (q·k, probabilities·v) in low precision, as CUDA autocast would.
+Softmax arithmetic is fp32 in every path. Under autocast the score chain is stored in the autocast dtype, as a
+fused kernel would hold it: SDPA's kernel keeps its scores in fp32 inside, and the training path's baddbmm adds
+the position terms to q·k in fp32 registers and rounds the sum once, which the softmax kernel reads into fp32.
 """
 
 from __future__ import annotations
@@ -68,9 +69,10 @@ class _ShiftMask(torch.autograd.Function):
 
 
 def shift_and_mask(raw: Tensor, mask: Tensor) -> Tensor:
-    """Additive bias [..., L, K]: ``rel_shift(raw)`` with -inf where ``mask`` (bool [L, K]) blocks, in at least
-    fp32 (fp64 stays fp64). ``raw`` column c holds distance K-1-c, as for ``rel_shift``."""
-    return _ShiftMask.apply(raw.to(torch.promote_types(raw.dtype, torch.float32)), mask)
+    """Additive bias [..., L, K]: ``rel_shift(raw)`` with -inf where ``mask`` (bool [L, K]) blocks, in ``raw``'s
+    dtype (bf16 under autocast, see ``_attend_train``). ``raw`` column c holds distance K-1-c, as for
+    ``rel_shift``."""
+    return _ShiftMask.apply(raw, mask)
 
 
 def attention_mask(
@@ -110,48 +112,42 @@ def _heads(x: Tensor, n_head: int) -> Tensor:
 
 
 def _attend(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, dropatt: float, training: bool) -> Tensor:
-    """Softmax(q k^T / sqrt(dh) + bias) v, with the scores, mask and softmax in fp32 under autocast.
+    """Softmax(q k^T / sqrt(dh) + bias) v; under autocast in the autocast dtype, with fp32 softmax arithmetic.
 
-    ``bias`` is either fp32 (position terms already scaled, -inf on blocked keys) or a boolean
+    ``bias`` is either float (position terms already scaled, -inf on blocked keys) or a boolean
     "may attend" mask. Returns [B, L, H*dh]. A float bias that needs a gradient is consumed (written in
     place): it is an intermediate the caller built for this call.
     """
     if bias.dtype != torch.bool and bias.requires_grad and torch.is_grad_enabled():
         return _attend_train(q, k, v, bias, dropatt, training)
-    low = q.dtype in (torch.float16, torch.bfloat16) or torch.is_autocast_enabled(q.device.type)
-    out_dtype = v.dtype
-    if low:
-        with torch.autocast(q.device.type, enabled=False):
-            q, k, v = q.float(), k.float(), v.float()
-            out = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=bias, dropout_p=dropatt if training else 0.0
-            )
-        out = out.to(out_dtype)
-    else:
-        mask = bias if bias.dtype == torch.bool else bias.to(q.dtype)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropatt if training else 0.0)
+    dev = q.device.type
+    work = torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else q.dtype
+    with torch.autocast(dev, enabled=False):  # the fused kernel keeps scores and softmax in fp32 inside
+        mask = bias if bias.dtype == torch.bool else bias.to(work)
+        out = F.scaled_dot_product_attention(q.to(work), k.to(work), v.to(work), attn_mask=mask,
+                                             dropout_p=dropatt if training else 0.0).to(v.dtype)
     b, h, l, dh = out.shape
     return out.transpose(1, 2).reshape(b, l, h * dh)
 
 
 def _attend_train(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, dropatt: float, training: bool) -> Tensor:
     """The training form of ``_attend`` for a float bias with a gradient (SDPA would run its unfused math path
-    there): scale·q k^T accumulated into the bias in place by one baddbmm, softmax, dropout, then the values."""
+    there): scale·q k^T accumulated into the bias in place by one baddbmm, softmax, dropout, then the values.
+
+    Under autocast the whole chain runs in the autocast dtype, as a fused kernel would: the baddbmm accumulates
+    q·k and adds the bias in fp32 registers and rounds the sum once, and CPU/CUDA softmax kernels compute a bf16
+    row in fp32 and round each probability once (``tests/test_precision_families.py``), which the values GEMM
+    would round to anyway. Storing the [B, H, L, K] buffers in bf16 halves the memory traffic that dominates
+    attention outside its GEMMs; the position terms and masks are already bf16 GEMM outputs or exact (-inf).
+    """
     out_dtype = v.dtype
     b, h, l, dh = q.shape
-    if torch.is_autocast_enabled(q.device.type):
-        # bf16-mixed: the two GEMMs in low precision (most of attention's FLOPs), the bias/mask sum and the
-        # softmax in fp32; CPU has no bf16 GEMM with an fp32 output, so the scores take a second buffer
-        qk = torch.bmm(q.reshape(b * h, l, dh), k.reshape(b * h, -1, dh).transpose(1, 2))
-        scores = torch.add(bias.reshape(b * h, l, -1).float(), qk, alpha=1.0 / math.sqrt(dh))
-        prob = F.dropout(scores.softmax(-1), dropatt, training)
-        out = torch.bmm(prob, v.reshape(b * h, -1, dh)).to(out_dtype)
-        return out.view(b, h, l, dh).transpose(1, 2).reshape(b, l, h * dh)
-    with torch.autocast(q.device.type, enabled=False):
-        work = bias.dtype
+    dev = q.device.type
+    work = torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else bias.dtype
+    with torch.autocast(dev, enabled=False):
         # in place into the bias (built for this call, read by nothing else); an unsafe view, as torch.matmul
         # uses, because an in-place write through a tracked view copies the whole buffer in backward
-        flat = torch.ops.aten._unsafe_view(bias.contiguous(), (b * h, l, bias.shape[-1]))
+        flat = torch.ops.aten._unsafe_view(bias.to(work).contiguous(), (b * h, l, bias.shape[-1]))
         scores = flat.baddbmm_(q.to(work).reshape(b * h, l, dh), k.to(work).reshape(b * h, -1, dh).transpose(1, 2),
                                alpha=1.0 / math.sqrt(dh))
         prob = F.dropout(scores.softmax(-1), dropatt, training)

@@ -115,11 +115,15 @@ class TwoStreamRelAttention(nn.Module):
             bias = relative_shift(full, qlen)
         else:
             bias = full.gather(3, slot_index.expand(b, h, lq, slot_index.shape[-1]))
+        # the terms join in the positional scores' dtype (the autocast dtype under autocast: the 0 / fill mask
+        # and 0 / 1 segment indicator are exact there, and the [B, H, Lq, K] sum takes half the traffic)
+        work = full.dtype
         if mask is not None:
-            bias = bias + mask
+            bias = bias + mask.to(work)
         if seg is not None:
             seg_w = (self.seg_embed[1] - self.seg_embed[0]) * self.scale  # [H, d_h]
-            e = ((q + self.r_s_bias[:, None]) * seg_w[:, None]).sum(-1, keepdim=True)  # [B, H, Lq, 1]
+            e = ((q + self.r_s_bias[:, None]) * seg_w[:, None]).sum(-1, keepdim=True).to(work)  # [B, H, Lq, 1]
+            seg = seg.to(work)
             bias = torch.addcmul(bias, seg, e) if mask is None else bias.addcmul_(seg, e)
         return bias
 
@@ -129,23 +133,25 @@ class TwoStreamRelAttention(nn.Module):
         p = self.dropatt if self.training else 0.0
         if torch.is_grad_enabled() and (bias.requires_grad or qu.requires_grad):
             b, h, lq, dh = qu.shape
-            q_flat, k_flat = qu.reshape(b * h, lq, dh), k.reshape(b * h, -1, dh).transpose(1, 2)
-            in_place = bias._base is None and bias.is_contiguous() and bias.dtype == qu.dtype
-            if torch.is_autocast_enabled(qu.device.type):
-                # autocast: the q·k GEMM in low precision, then the bias/mask sum and the softmax in fp32 (CPU
-                # autocast would keep softmax in bf16, and baddbmm would round the -1e30 mask and bias to bf16)
-                qk = torch.bmm(q_flat, k_flat)
-                scores = torch.add(bias.reshape(b * h, lq, -1).float(), qk, alpha=self.scale)
-            elif in_place:
-                # a bias built for this call (mask / segment / gathered terms) takes the scaled q·k in place:
-                # no second [B, H, Lq, K] buffer (an unsafe view, as torch.matmul uses: a tracked view would
-                # make the in-place write copy the whole buffer in backward; nothing else reads this bias)
-                flat = torch.ops.aten._unsafe_view(bias, (b * h, lq, bias.shape[-1]))
-                scores = flat.baddbmm_(q_flat, k_flat, alpha=self.scale)
-            else:  # the bare shifted view aliases the shared positional table
-                scores = torch.baddbmm(bias.reshape(b * h, lq, -1), q_flat, k_flat, alpha=self.scale)
-            probs = F.dropout(scores.softmax(-1), p, self.training)
-            out = torch.bmm(probs, v.reshape(b * h, -1, dh)).view(b, h, lq, dh)
+            dev = qu.device.type
+            # under autocast the [B, H, Lq, K] chain runs in the autocast dtype, as in relative_attention: the
+            # baddbmm sums bias and q·k in fp32 registers and rounds once, the softmax kernel computes in fp32
+            work = torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else qu.dtype
+            with torch.autocast(dev, enabled=False):
+                low = bias.to(work)
+                q_flat = qu.to(work).reshape(b * h, lq, dh)
+                k_flat = k.to(work).reshape(b * h, -1, dh).transpose(1, 2)
+                if low is not bias or (bias._base is None and bias.is_contiguous()):
+                    # a bias built for this call (mask / segment / gathered terms, or its low-precision copy)
+                    # takes the scaled q·k in place: no second [B, H, Lq, K] buffer (an unsafe view, as
+                    # torch.matmul uses: a tracked view would make the in-place write copy the whole buffer in
+                    # backward; nothing else reads this bias)
+                    flat = torch.ops.aten._unsafe_view(low.contiguous(), (b * h, lq, bias.shape[-1]))
+                    scores = flat.baddbmm_(q_flat, k_flat, alpha=self.scale)
+                else:  # the bare shifted view aliases the shared positional table
+                    scores = torch.baddbmm(low.reshape(b * h, lq, -1), q_flat, k_flat, alpha=self.scale)
+                probs = F.dropout(scores.softmax(-1), p, self.training)
+                out = torch.bmm(probs, v.to(work).reshape(b * h, -1, dh)).view(b, h, lq, dh).to(v.dtype)
         else:
             out = F.scaled_dot_product_attention(qu, k, v, attn_mask=bias, dropout_p=p, scale=self.scale)
         return out.transpose(1, 2).flatten(2)
