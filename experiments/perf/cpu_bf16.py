@@ -1,6 +1,7 @@
 """CPU bf16: fp32 vs bf16-mixed training speed of genlab Transformer-XL and XLNet, and ours vs HF XLNet in bf16.
 
-For each case, in one process and one run: a training step (forward + loss + backward + Adam) of the same model
+For each case, in one process and one run: a training step (forward + loss + backward + Adam, fused by default as
+the LM task configures it; ``--optimizer per-tensor`` for torch's CPU default) of the same model
 from the same weights in fp32 and under ``torch.autocast("cpu", dtype=torch.bfloat16)`` (what
 ``trainer.precision=bf16-mixed`` runs), alternating step by step, with a bf16 and an fp32 GEMM rate measured
 between the steps (same machine load for everything). Prints per case:
@@ -110,9 +111,9 @@ class XLNetCase:
 
 
 # ------------------------------------------------------------------------------------------------ timing
-def trainer(forward, model, bf16: bool):
+def trainer(forward, model, bf16: bool, fused: bool = True):
     """One training step of ``model`` (its ``forward`` closure), under bf16 autocast or not: (loss, seconds)."""
-    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4, fused=fused)
 
     def step(i: int) -> tuple[float, float]:
         t0 = time.perf_counter()
@@ -165,20 +166,24 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=4)
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--optimizer", choices=["fused", "per-tensor"], default="fused",
+                   help="Adam for every run: fused (default; the LM task's) or per-tensor (torch's CPU default)")
     p.add_argument("--no-hf", action="store_true", help="skip ours vs HF XLNet in bf16 autocast")
     p.add_argument("--tiny", action="store_true", help="tiny dimensions: a smoke test, the numbers mean nothing")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     gemm_n = 256 if args.tiny else 1024
     print(f"torch {torch.__version__}, {args.threads} thread(s), CPU capability "
-          f"{torch.backends.cpu.get_cpu_capability()}, n_layer={args.n_layer}, steps={args.steps} (+{args.warmup})")
+          f"{torch.backends.cpu.get_cpu_capability()}, n_layer={args.n_layer}, steps={args.steps} (+{args.warmup}), "
+          f"{args.optimizer} Adam")
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.cases:
             case = TXLCase(name, args.n_layer, args.tiny) if name.startswith("txl") else \
                 XLNetCase(args.n_layer, args.tiny, Path(tmp))
-            steps = {"fp32": trainer(case.runner(case.model), case.model, bf16=False)}
+            fused = args.optimizer == "fused"
+            steps = {"fp32": trainer(case.runner(case.model), case.model, bf16=False, fused=fused)}
             twin = copy.deepcopy(case.model)
-            steps["bf16"] = trainer(case.runner(twin), twin, bf16=True)
+            steps["bf16"] = trainer(case.runner(twin), twin, bf16=True, fused=fused)
             result, rates = side_by_side(steps, args.steps, args.warmup, gemm_n)
             report(name, case, result, rates)
             if name == "xlnet_base" and not args.no_hf:
@@ -188,8 +193,8 @@ def main() -> None:
                     print(f"  ours vs HF skipped: {missing}")
                     continue
                 ours = copy.deepcopy(case.model)
-                pair = {"ours": trainer(case.runner(ours), ours, bf16=True),
-                        "hf": trainer(case.runner(hf, "hf"), hf, bf16=True)}
+                pair = {"ours": trainer(case.runner(ours), ours, bf16=True, fused=fused),
+                        "hf": trainer(case.runner(hf, "hf"), hf, bf16=True, fused=fused)}
                 res, _ = side_by_side(pair, args.steps, args.warmup, gemm_n)
                 o, h = res["step_s"]["ours"], res["step_s"]["hf"]
                 diff = max(abs(a - b) for a, b in zip(res["losses"]["ours"], res["losses"]["hf"]))

@@ -4,7 +4,9 @@ HF removed TransfoXL after 4.35, so the reference runs in a separate venv (defau
 transformers==4.35.2) as a subprocess; without it the script says so and times ours alone. Our model is built
 in HF's evaluation profile (``config_from_hf``: zero initial memory, PyTorch same_length) and its weights are
 exported with ``export_hf_state_dict``, so both compute the same function. One step = forward over a segment
-with the carried memory + adaptive-softmax NLL over the T-1 positions both predict + backward + Adam. The two
+with the carried memory + adaptive-softmax NLL over the T-1 positions both predict + backward + Adam (by default
+each side's own: ours fused, as the LM task configures it; HF per-tensor, torch.optim.Adam's CPU default;
+``--ours-optimizer`` / ``--hf-optimizer`` set them alike to compare the models alone). The two
 processes alternate step by step, and this process times a GEMM between the steps (same machine load for all
 three). Two layer shapes:
 
@@ -40,6 +42,7 @@ from pathlib import Path
 import torch
 from gemm_rate import gemm_rate, top_ops
 
+OPTIMIZERS = ("fused", "per-tensor")
 HF_PYTHON = os.environ.get("GENLAB_HF435_PYTHON", "/tmp/venv435/bin/python")
 SHAPES = {
     "wt103": dict(d_model=410, n_head=10, d_head=41, d_inner=2100, vocab=10000, cutoffs=[2000, 5000], batch=4,
@@ -58,7 +61,7 @@ def hf_config(args: argparse.Namespace) -> dict:
 
 
 # ----------------------------------------------------------------------------------- worker (either venv)
-def worker(impl: str, folder: Path, threads: int, profile: bool) -> None:
+def worker(impl: str, folder: Path, threads: int, profile: bool, fused: bool) -> None:
     """Lock-step loop: one training step per line on stdin, one JSON line (loss, seconds) on stdout."""
     torch.set_num_threads(threads)
     cfg = json.loads((folder / "config.json").read_text())
@@ -79,7 +82,7 @@ def worker(impl: str, folder: Path, threads: int, profile: bool) -> None:
         model = TransformerXL(**config_from_hf(cfg))
         load_hf_state_dict(model, state)
     model.train()
-    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4, fused=fused)
     memory = None
 
     def step(ids: torch.Tensor) -> torch.Tensor:
@@ -147,9 +150,10 @@ def floor_flops(cfg: dict, batches: list[torch.Tensor]) -> float:
     return 3 * (n * per_layer + statistics.mean(heads))
 
 
-def start(python: str, impl: str, folder: Path, threads: int, profile: bool) -> subprocess.Popen:
+def start(python: str, impl: str, folder: Path, threads: int, profile: bool, optimizer: str) -> subprocess.Popen:
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-    cmd = [python, __file__, "--worker", impl, "--folder", str(folder), "--threads", str(threads)]
+    cmd = [python, __file__, "--worker", impl, "--folder", str(folder), "--threads", str(threads),
+           f"--{impl}-optimizer", optimizer]
     proc = subprocess.Popen(cmd + (["--profile"] if profile else []), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             text=True, env=env)
     json.loads(proc.stdout.readline())  # ready
@@ -174,11 +178,16 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=4)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--profile", action="store_true", help="print each implementation's top ops for one step")
+    p.add_argument("--ours-optimizer", choices=OPTIMIZERS, default="fused",
+                   help="Adam for genlab: fused (default; the LM task's conf/task/lm.yaml) or per-tensor")
+    p.add_argument("--hf-optimizer", choices=OPTIMIZERS, default="per-tensor",
+                   help="Adam for HF: per-tensor (default; torch.optim.Adam's CPU default) or fused")
     p.add_argument("--worker", choices=["ours", "hf"], help=argparse.SUPPRESS)
     p.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
-        worker(args.worker, args.folder, args.threads, args.profile)
+        worker(args.worker, args.folder, args.threads, args.profile,
+               getattr(args, f"{args.worker}_optimizer") == "fused")
         return
     args.batch = args.batch or SHAPES[args.shape]["batch"]
     args.tgt_len = args.tgt_len or SHAPES[args.shape]["tgt_len"]
@@ -202,7 +211,8 @@ def main() -> None:
         else:
             print(f"HF 4.35 reference skipped: no python at {HF_PYTHON} (set GENLAB_HF435_PYTHON or create the venv:"
                   " python -m venv /tmp/venv435 && /tmp/venv435/bin/pip install torch transformers==4.35.2)")
-        procs = {name: start(py, name, folder, args.threads, args.profile) for name, py in impls.items()}
+        procs = {name: start(py, name, folder, args.threads, args.profile, getattr(args, f"{name}_optimizer"))
+                 for name, py in impls.items()}
         results = {name: [] for name in procs}
         rates = []
         for step in range(total):
@@ -219,6 +229,7 @@ def main() -> None:
     print(f"TXL {args.shape} shape: n_layer={args.n_layer} d={cfg['d_model']} H={cfg['n_head']} "
           f"d_inner={cfg['d_inner']} vocab={cfg['vocab_size']} cutoffs={cfg['cutoffs']} B={args.batch} "
           f"T={args.tgt_len} M={args.tgt_len}, fp32 CPU, {args.threads} thread(s)/process, torch {torch.__version__}")
+    print(f"Adam: ours {args.ours_optimizer}, HF {args.hf_optimizer}")
     print(f"GEMM rate {rate / 1e9:.1f} GFLOP/s (median of {len(rates)}, measured between the steps); matmul FLOPs "
           f"needed per step {floor / 1e9:.2f} G -> GEMM floor {floor / rate:.3f} s")
     speed = {}

@@ -47,3 +47,34 @@ def test_clipping_bounds_the_global_norm():
     p.grad = torch.full((10,), 3.0)
     torch.nn.utils.clip_grad_norm_([p], 0.25)
     assert p.grad.norm() == pytest.approx(0.25, rel=1e-5)
+
+
+@pytest.mark.parametrize("precision", ["bf16-mixed", "32-true"])
+def test_a_fused_optimiser_clips_through_lightning(precision, tmp_path):
+    """task.optimizer.fused=true with trainer.gradient_clip_val: Lightning refuses to clip for a fused optimiser
+    under mixed precision (a grad scaler would be unscaled inside step()); bf16-mixed has no scaler, so the task
+    clips itself, and the gradients the fused step sees are clipped."""
+    import functools
+
+    import pytorch_lightning as pl
+
+    from genlab.models.transformer_xl import TransformerXL
+    from genlab.tasks.lm import LanguageModelTask
+
+    norms = []
+
+    class Recorded(LanguageModelTask):
+        def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None):
+            super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
+            norms.append(float(torch.nn.utils.get_total_norm([p.grad for p in self.parameters() if p.grad is not None])))
+
+    torch.manual_seed(0)
+    model = TransformerXL(40, n_layer=1, d_model=16, n_head=2, d_head=8, d_inner=32, dropout=0.0, mem_len=4)
+    task = Recorded(model, functools.partial(torch.optim.Adam, lr=1e-3, fused=True), None)
+    ids = torch.randint(0, 40, (2, 9))
+    batches = [{"input_ids": ids[:, :8], "target": ids[:, 1:], "segment": 0}] * 3
+    trainer = pl.Trainer(max_steps=3, precision=precision, gradient_clip_val=1e-3, logger=False,
+                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                         default_root_dir=tmp_path, accelerator="cpu")
+    trainer.fit(task, torch.utils.data.DataLoader(batches, batch_size=None))
+    assert len(norms) == 3 and max(norms) <= 1e-3 * (1 + 1e-4), norms

@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
+from pytorch_lightning.plugins.precision import Precision
+from pytorch_lightning.utilities import GradClipAlgorithmType
 from torch import nn
 from torch.optim.lr_scheduler import LambdaLR
 
@@ -79,7 +81,15 @@ class TaskOptimization:
         return {"optimizer": optimizer, "lr_scheduler": self.scheduler_factory(optimizer)}
 
     def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None):
-        self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
+        plugin = self.trainer.precision_plugin
+        if getattr(optimizer, "_step_supports_amp_scaling", False) and getattr(plugin, "scaler", True) is None:
+            # A fused optimiser (task.optimizer.fused=true) unscales a grad scaler's gradients inside step(), so
+            # Lightning refuses to clip for it under any mixed precision; bf16-mixed has no scaler, and clipping
+            # before the step is exact there, as in 32-true.
+            algorithm = GradClipAlgorithmType((gradient_clip_algorithm or "norm").lower())
+            Precision.clip_gradients(plugin, optimizer, gradient_clip_val or 0.0, algorithm)
+        else:
+            self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
         if self.layer_decay_mode == "grad_scale":  # official: scale after clipping
             scale_layer_gradients(self, self.layer_decay, self.layer_count(), **self.layer_depths())
 
