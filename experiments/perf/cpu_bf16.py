@@ -181,8 +181,9 @@ def main() -> None:
             case = TXLCase(name, args.n_layer, args.tiny) if name.startswith("txl") else \
                 XLNetCase(args.n_layer, args.tiny, Path(tmp))
             fused = args.optimizer == "fused"
+            initial = copy.deepcopy(case.model)  # the runs below train their models in place
             steps = {"fp32": trainer(case.runner(case.model), case.model, bf16=False, fused=fused)}
-            twin = copy.deepcopy(case.model)
+            twin = copy.deepcopy(initial)
             steps["bf16"] = trainer(case.runner(twin), twin, bf16=True, fused=fused)
             result, rates = side_by_side(steps, args.steps, args.warmup, gemm_n)
             report(name, case, result, rates)
@@ -192,7 +193,7 @@ def main() -> None:
                 except ImportError as missing:
                     print(f"  ours vs HF skipped: {missing}")
                     continue
-                ours = copy.deepcopy(case.model)
+                ours = copy.deepcopy(initial)  # HF's model is built from the same initial weights
                 pair = {"ours": trainer(case.runner(ours), ours, bf16=True, fused=fused),
                         "hf": trainer(case.runner(hf, "hf"), hf, bf16=True, fused=fused)}
                 res, _ = side_by_side(pair, args.steps, args.warmup, gemm_n)
