@@ -88,18 +88,42 @@ def test_c19_weight_decay_mask_names():
         assert not decays(name)
 
 
-def test_c19_adam_weight_decay_matches_hand_computed_two_steps():
+@pytest.mark.parametrize("fused", [True, False])
+def test_c19_adam_weight_decay_matches_hand_computed_two_steps(fused):
     p = torch.nn.Parameter(torch.tensor([1.0, -2.0]))
-    opt = AdamWeightDecay([p], lr=0.1, betas=(0.9, 0.99), eps=1e-6, weight_decay=0.01)
+    opt = AdamWeightDecay([p], lr=0.1, betas=(0.9, 0.99), eps=1e-6, weight_decay=0.01, fused=fused)
     theta, m, v = np.array([1.0, -2.0]), np.zeros(2), np.zeros(2)
     for g in ([0.5, -1.0], [0.2, 0.3]):
-        p.grad = torch.tensor(g)
-        opt.step()
+        p.grad = None
+
+        def closure(g=g):  # as Lightning steps: the gradients appear inside step()
+            p.grad = torch.tensor(g)
+            return 0.0
+
+        opt.step(closure)
         g = np.array(g)
         m = 0.9 * m + 0.1 * g
         v = 0.99 * v + 0.01 * g * g
         theta = theta - 0.1 * (m / (np.sqrt(v) + 1e-6) + 0.01 * theta)  # no bias correction
     np.testing.assert_allclose(p.detach().numpy(), theta, rtol=1e-6)
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_c19_adam_weight_decay_resumes_from_a_checkpoint_of_the_per_tensor_implementation(fused):
+    """The moments were once stored as ``m`` / ``v`` next to plain groups: such a state resumes the same update."""
+    p = torch.nn.Parameter(torch.tensor([1.0, -2.0]))
+    opt = AdamWeightDecay([p], lr=0.1, betas=(0.9, 0.99), eps=1e-6, weight_decay=0.01, fused=fused)
+    m, v = np.array([0.05, -0.1]), np.array([0.0025, 0.01])
+    old = {"state": {0: {"m": torch.tensor(m, dtype=torch.float32), "v": torch.tensor(v, dtype=torch.float32)}},
+           "param_groups": [{"lr": 0.1, "betas": (0.9, 0.99), "eps": 1e-6, "weight_decay": 0.01, "params": [0]}]}
+    opt.load_state_dict(old)
+    assert opt.param_groups[0]["fused"] is fused
+    p.grad = torch.tensor([0.2, 0.3])
+    opt.step()
+    g = np.array([0.2, 0.3])
+    m, v = 0.9 * m + 0.1 * g, 0.99 * v + 0.01 * g * g
+    theta = np.array([1.0, -2.0])
+    np.testing.assert_allclose(p.detach().numpy(), theta - 0.1 * (m / (np.sqrt(v) + 1e-6) + 0.01 * theta), rtol=1e-6)
 
 
 def test_c18_linear_warmup_then_linear_decay_to_min_ratio():
