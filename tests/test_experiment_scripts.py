@@ -37,6 +37,7 @@ TINY_RUNS = {
     "experiments/xlnet_ablation/run_table.py": "test_xlnet_ablation_table_of_two_rows",
     "experiments/xlnet_squad/baselines.py": "test_squad_baselines_on_the_minis",
     "experiments/gpt/runtimes.py": "test_gpt_runtimes_of_finished_runs",
+    "experiments/gpt/g2_cv.py": "test_gpt_g2_cross_validation_summary",
     "experiments/gpt/unigram_baseline.py": "test_gpt_unigram_baseline_on_a_small_corpus",
     "experiments/funnel/mini_table.py": "test_funnel_mini_table_and_baseline",
     "experiments/funnel/mlm_baseline.py": "test_funnel_mini_table_and_baseline",
@@ -264,6 +265,28 @@ def test_gpt_runtimes_of_finished_runs(tmp_path):
     (run_dir / "metrics.json").write_text(json.dumps({"status": "finished", "end_time": "2026-01-01T00:01:30"}))
     out = run(["experiments/gpt/runtimes.py", str(tmp_path / "sweep")]).stdout
     assert "| gpt_cola_mini task.lm_coef=0 | 1 | 90 ± 0 |" in out
+
+
+def test_gpt_g2_cross_validation_summary(tmp_path):
+    """Seeds average their folds, settings average their seeds; the gate pairs pretrained with random init; a seed
+    short of a fold is reported and left out."""
+    scores = {("True", "0"): [0.8, 0.9], ("True", "1"): [0.7, 0.8], ("False", "0"): [0.5, 0.4], ("False", "1"): [0.6, 0.5],
+              ("False", "2"): [0.9]}  # seed 2 of random init has one of its two folds
+    for n, ((pre, seed), folds) in enumerate(scores.items()):
+        for fold, score in enumerate(folds):
+            run_dir = tmp_path / "sweep" / f"{n}_{fold}"
+            run_dir.mkdir(parents=True)
+            (run_dir / "run.json").write_text(json.dumps({"overrides": [
+                "experiment=gpt_sst2_mini", "data.n_folds=2", f"data.fold={fold}", f"seed={seed}",
+                f"task.init_from_pretrained={pre}", "task.lm_coef=0"]}))
+            (run_dir / "metrics.json").write_text(json.dumps({"status": "finished", "metrics": {"test/score": score}}))
+    (tmp_path / "sweep" / "broken").mkdir()
+    (tmp_path / "sweep" / "broken" / "run.json").write_text(json.dumps({"overrides": ["seed=3"]}))
+    out = run(["experiments/gpt/g2_cv.py", str(tmp_path / "sweep"), "--n-folds", "2"]).stdout
+    assert "| data.n_folds=2 task.init_from_pretrained=true task.lm_coef=0 | 2 | 0.850, 0.750 | 0.800 ± 0.071 |" in out
+    assert "| data.n_folds=2 task.init_from_pretrained=false task.lm_coef=0 | 2 | 0.450, 0.550 | 0.500 ± 0.071 |" in out
+    assert "G2 data.n_folds=2 task.lm_coef=0: pretrained 0.800 vs random 0.500: gap +0.300, spread 0.071 -> met" in out
+    assert "incomplete seed 2: folds [0]" in out and "unfinished:" in out and "broken" in out
 
 
 def test_gpt_unigram_baseline_on_a_small_corpus(tmp_path):
