@@ -38,6 +38,7 @@ TINY_RUNS = {
     "experiments/xlnet_squad/baselines.py": "test_squad_baselines_on_the_minis",
     "experiments/gpt/runtimes.py": "test_gpt_runtimes_of_finished_runs",
     "experiments/gpt/g2_cv.py": "test_gpt_g2_cross_validation_summary",
+    "experiments/gpt/transfer_probe.py": "test_gpt_transfer_probe_of_a_few_step_pretraining",
     "experiments/gpt/unigram_baseline.py": "test_gpt_unigram_baseline_on_a_small_corpus",
     "experiments/funnel/mini_table.py": "test_funnel_mini_table_and_baseline",
     "experiments/funnel/mlm_baseline.py": "test_funnel_mini_table_and_baseline",
@@ -289,12 +290,35 @@ def test_gpt_g2_cross_validation_summary(tmp_path):
     assert "incomplete seed 2: folds [0]" in out and "unfinished:" in out and "broken" in out
 
 
-def test_gpt_unigram_baseline_on_a_small_corpus(tmp_path):
-    words = ["the", "a", "river", "town", "old", "new", "road", "bank", "boat", "house", "green", "red"]
+def toy_corpus(root: Path, words: list[str]) -> None:
+    """train/ and valid/ text shards (300 / 30 lines of 8 of ``words``), the plain-text pretraining layout."""
     for split, n in (("train", 300), ("valid", 30)):
-        (tmp_path / "corpus" / split).mkdir(parents=True)
+        (root / split).mkdir(parents=True)
         lines = [" ".join(words[(i * 7 + k) % len(words)] for k in range(8)) + "." for i in range(n)]
-        (tmp_path / "corpus" / split / "a.txt").write_text("\n".join(lines))
+        (root / split / "a.txt").write_text("\n".join(lines))
+
+
+def test_gpt_transfer_probe_of_a_few_step_pretraining(tmp_path):
+    """A 3-step 1 x 32 pretraining run on a toy corpus, probed on the newsgroups posts (2 folds, 16 pieces)."""
+    toy_corpus(tmp_path / "corpus", ["the", "space", "god", "shuttle", "belief", "orbit", "church", "moon", "bible",
+                                      "launch", "faith", "nasa"])
+    pre = tmp_path / "pre"
+    train(pre, "gpt_books_mini", "data=gpt_pretrain_text", f"data.path={tmp_path / 'corpus'}", "data.vocab_size=60",
+          "data.seq_len=16", "data.batch_size=4", "model.n_positions=16", "model.n_layer=1", "model.n_embd=32",
+          "model.n_head=2", "model.n_inner=64", "trainer.max_steps=3", "task.scheduler.warmup_steps=1",
+          "trainer.val_check_interval=3", f"paths.cache_dir={tmp_path / 'cache'}")
+    out = run(["experiments/gpt/transfer_probe.py", str(pre / "checkpoints" / "last.ckpt"), "--max-len", "16",
+               "--n-folds", "2"]).stdout
+    assert "on 200 posts: unknown pieces" in out and "longer than 16 pieces" in out
+    nll = {m[0]: float(m[1]) for m in re.findall(r"^  (pretrained|random init): ([0-9.]+)$", out, re.M)}
+    assert set(nll) == {"pretrained", "random init"} and all(0 < v < 20 for v in nll.values())
+    probes = re.findall(r"^  ((?:pretrained|random init) [a-z -]+|bag of pieces): ([0-9.]+)$", out, re.M)
+    assert len(probes) == 7 and all(0 <= float(a) <= 1 for _, a in probes), out
+
+
+def test_gpt_unigram_baseline_on_a_small_corpus(tmp_path):
+    toy_corpus(tmp_path / "corpus", ["the", "a", "river", "town", "old", "new", "road", "bank", "boat", "house",
+                                      "green", "red"])
     out = run(["experiments/gpt/unigram_baseline.py", "data.corpus=text", f"data.path={tmp_path / 'corpus'}",
                "data.vocab_size=40", f"data.cache_dir={tmp_path / 'cache'}"]).stdout
     assert "unigram held-out NLL" in out
