@@ -281,12 +281,19 @@ def test_gpt_g2_cross_validation_summary(tmp_path):
                 "experiment=gpt_sst2_mini", "data.n_folds=2", f"data.fold={fold}", f"seed={seed}",
                 f"task.init_from_pretrained={pre}", "task.lm_coef=0"]}))
             (run_dir / "metrics.json").write_text(json.dumps({"status": "finished", "metrics": {"test/score": score}}))
+    for fold, score in enumerate([0.6, 0.7]):  # another checkpoint, pretrained only: pairs with the same random init
+        run_dir = tmp_path / "sweep" / f"other_{fold}"
+        run_dir.mkdir(parents=True)
+        (run_dir / "run.json").write_text(json.dumps({"overrides": [
+            "data.n_folds=2", f"data.fold={fold}", "seed=0", "task.init_from=other.ckpt", "task.lm_coef=0"]}))
+        (run_dir / "metrics.json").write_text(json.dumps({"status": "finished", "metrics": {"test/score": score}}))
     (tmp_path / "sweep" / "broken").mkdir()
     (tmp_path / "sweep" / "broken" / "run.json").write_text(json.dumps({"overrides": ["seed=3"]}))
     out = run(["experiments/gpt/g2_cv.py", str(tmp_path / "sweep"), "--n-folds", "2"]).stdout
     assert "| data.n_folds=2 task.init_from_pretrained=true task.lm_coef=0 | 2 | 0.850, 0.750 | 0.800 ± 0.071 |" in out
     assert "| data.n_folds=2 task.init_from_pretrained=false task.lm_coef=0 | 2 | 0.450, 0.550 | 0.500 ± 0.071 |" in out
-    assert "G2 data.n_folds=2 task.lm_coef=0: pretrained 0.800 vs random 0.500: gap +0.300, spread 0.071 -> met" in out
+    assert "G2 data.n_folds=2 task.lm_coef=0: pretrained 0.800 vs random 0.500: gap +0.300, spread 0.071 -> gap > spread: yes; spec bars (>= 0.75, >= +0.2): yes" in out
+    assert "G2 data.n_folds=2 task.init_from=other.ckpt task.lm_coef=0: pretrained 0.650 vs random 0.500: gap +0.150, spread 0.071 -> gap > spread: yes; spec bars (>= 0.75, >= +0.2): NO" in out
     assert "incomplete seed 2: folds [0]" in out and "unfinished:" in out and "broken" in out
 
 
