@@ -37,6 +37,8 @@ TINY_RUNS = {
     "experiments/xlnet_ablation/run_table.py": "test_xlnet_ablation_table_of_two_rows",
     "experiments/xlnet_squad/baselines.py": "test_squad_baselines_on_the_minis",
     "experiments/gpt/runtimes.py": "test_gpt_runtimes_of_finished_runs",
+    "experiments/gpt/g2_cv.py": "test_gpt_g2_cross_validation_summary",
+    "experiments/gpt/transfer_probe.py": "test_gpt_transfer_probe_of_a_few_step_pretraining",
     "experiments/gpt/unigram_baseline.py": "test_gpt_unigram_baseline_on_a_small_corpus",
     "experiments/funnel/mini_table.py": "test_funnel_mini_table_and_baseline",
     "experiments/funnel/mlm_baseline.py": "test_funnel_mini_table_and_baseline",
@@ -266,12 +268,64 @@ def test_gpt_runtimes_of_finished_runs(tmp_path):
     assert "| gpt_cola_mini task.lm_coef=0 | 1 | 90 ± 0 |" in out
 
 
-def test_gpt_unigram_baseline_on_a_small_corpus(tmp_path):
-    words = ["the", "a", "river", "town", "old", "new", "road", "bank", "boat", "house", "green", "red"]
+def test_gpt_g2_cross_validation_summary(tmp_path):
+    """Seeds average their folds, settings average their seeds; the gate pairs pretrained with random init; a seed
+    short of a fold is reported and left out."""
+    scores = {("True", "0"): [0.8, 0.9], ("True", "1"): [0.7, 0.8], ("False", "0"): [0.5, 0.4], ("False", "1"): [0.6, 0.5],
+              ("False", "2"): [0.9]}  # seed 2 of random init has one of its two folds
+    for n, ((pre, seed), folds) in enumerate(scores.items()):
+        for fold, score in enumerate(folds):
+            run_dir = tmp_path / "sweep" / f"{n}_{fold}"
+            run_dir.mkdir(parents=True)
+            (run_dir / "run.json").write_text(json.dumps({"overrides": [
+                "experiment=gpt_sst2_mini", "data.n_folds=2", f"data.fold={fold}", f"seed={seed}",
+                f"task.init_from_pretrained={pre}", "task.lm_coef=0"]}))
+            (run_dir / "metrics.json").write_text(json.dumps({"status": "finished", "metrics": {"test/score": score}}))
+    for fold, score in enumerate([0.6, 0.7]):  # another checkpoint, pretrained only: pairs with the same random init
+        run_dir = tmp_path / "sweep" / f"other_{fold}"
+        run_dir.mkdir(parents=True)
+        (run_dir / "run.json").write_text(json.dumps({"overrides": [
+            "data.n_folds=2", f"data.fold={fold}", "seed=0", "task.init_from=other.ckpt", "task.lm_coef=0"]}))
+        (run_dir / "metrics.json").write_text(json.dumps({"status": "finished", "metrics": {"test/score": score}}))
+    (tmp_path / "sweep" / "broken").mkdir()
+    (tmp_path / "sweep" / "broken" / "run.json").write_text(json.dumps({"overrides": ["seed=3"]}))
+    out = run(["experiments/gpt/g2_cv.py", str(tmp_path / "sweep"), "--n-folds", "2"]).stdout
+    assert "| data.n_folds=2 task.init_from_pretrained=true task.lm_coef=0 | 2 | 0.850, 0.750 | 0.800 ± 0.071 |" in out
+    assert "| data.n_folds=2 task.init_from_pretrained=false task.lm_coef=0 | 2 | 0.450, 0.550 | 0.500 ± 0.071 |" in out
+    assert "G2 data.n_folds=2 task.lm_coef=0: pretrained 0.800 vs random 0.500: gap +0.300, spread 0.071 -> gap > spread: yes; spec bars (>= 0.75, >= +0.2): yes" in out
+    assert "G2 data.n_folds=2 task.init_from=other.ckpt task.lm_coef=0: pretrained 0.650 vs random 0.500: gap +0.150, spread 0.071 -> gap > spread: yes; spec bars (>= 0.75, >= +0.2): NO" in out
+    assert "incomplete seed 2: folds [0]" in out and "unfinished:" in out and "broken" in out
+
+
+def toy_corpus(root: Path, words: list[str]) -> None:
+    """train/ and valid/ text shards (300 / 30 lines of 8 of ``words``), the plain-text pretraining layout."""
     for split, n in (("train", 300), ("valid", 30)):
-        (tmp_path / "corpus" / split).mkdir(parents=True)
+        (root / split).mkdir(parents=True)
         lines = [" ".join(words[(i * 7 + k) % len(words)] for k in range(8)) + "." for i in range(n)]
-        (tmp_path / "corpus" / split / "a.txt").write_text("\n".join(lines))
+        (root / split / "a.txt").write_text("\n".join(lines))
+
+
+def test_gpt_transfer_probe_of_a_few_step_pretraining(tmp_path):
+    """A 3-step 1 x 32 pretraining run on a toy corpus, probed on the newsgroups posts (2 folds, 16 pieces)."""
+    toy_corpus(tmp_path / "corpus", ["the", "space", "god", "shuttle", "belief", "orbit", "church", "moon", "bible",
+                                      "launch", "faith", "nasa"])
+    pre = tmp_path / "pre"
+    train(pre, "gpt_books_mini", "data=gpt_pretrain_text", f"data.path={tmp_path / 'corpus'}", "data.vocab_size=60",
+          "data.seq_len=16", "data.batch_size=4", "model.n_positions=16", "model.n_layer=1", "model.n_embd=32",
+          "model.n_head=2", "model.n_inner=64", "trainer.max_steps=3", "task.scheduler.warmup_steps=1",
+          "trainer.val_check_interval=3", f"paths.cache_dir={tmp_path / 'cache'}")
+    out = run(["experiments/gpt/transfer_probe.py", str(pre / "checkpoints" / "last.ckpt"), "--max-len", "16",
+               "--n-folds", "2"]).stdout
+    assert "on 200 posts: unknown pieces" in out and "longer than 16 pieces" in out
+    nll = {m[0]: float(m[1]) for m in re.findall(r"^  (pretrained|random init): ([0-9.]+)$", out, re.M)}
+    assert set(nll) == {"pretrained", "random init"} and all(0 < v < 20 for v in nll.values())
+    probes = re.findall(r"^  ((?:pretrained|random init) [a-z -]+|bag of pieces): ([0-9.]+)$", out, re.M)
+    assert len(probes) == 7 and all(0 <= float(a) <= 1 for _, a in probes), out
+
+
+def test_gpt_unigram_baseline_on_a_small_corpus(tmp_path):
+    toy_corpus(tmp_path / "corpus", ["the", "a", "river", "town", "old", "new", "road", "bank", "boat", "house",
+                                      "green", "red"])
     out = run(["experiments/gpt/unigram_baseline.py", "data.corpus=text", f"data.path={tmp_path / 'corpus'}",
                "data.vocab_size=40", f"data.cache_dir={tmp_path / 'cache'}"]).stdout
     assert "unigram held-out NLL" in out

@@ -1,7 +1,7 @@
 """Spec gpt.md §7a, the offline acceptance run, through train.py's code path. G4 (the Story Cloze pipeline: one
 answer per test row) runs in CI; G1 (pretraining beats the unigram model by 0.5 nats) and G2 (finetuning the
-pretrained checkpoint beats the same recipe from random init on the human-labelled newsgroups mini by more than the
-spread over 3 seeds) take minutes and are marked slow; the measured numbers are in experiments/gpt/README.md."""
+pretrained checkpoint beats the same recipe from random init on the human-labelled newsgroups mini, 5-fold CV, by
+more than the spread over 3 seeds) take minutes and are marked slow; the measured numbers are in experiments/gpt/README.md."""
 
 from __future__ import annotations
 
@@ -60,17 +60,24 @@ def test_g1_pretraining_mini_beats_the_unigram_model_by_half_a_nat(pretrained):
 
 @pytest.mark.slow
 def test_g2_pretraining_beats_random_init_on_newsgroups_by_more_than_the_seed_spread(pretrained, tmp_path):
+    """Spec §7a's G2 protocol: 5-fold CV over the 200 posts (data.n_folds=5), 8 epochs of 160 posts at batch 16 (80
+    steps), the preset's λ 0.5, final weights; issue #25's criterion on the 3 seeds' 5-fold accuracies (the spec's
+    stricter bars, >= 0.75 and 0.2 above, are reported in experiments/gpt/README.md, not met at this size)."""
     from helpers import compose_config
 
     run, cache = pretrained
     scores: dict[bool, list[float]] = {True: [], False: []}
     for init in (True, False):
         for seed in (0, 1, 2):
-            out = tmp_path / f"{init}_{seed}"
-            train(compose_config(["experiment=gpt_sst2_mini", "data.task=imdb", f"seed={seed}",
-                                  f"task.init_from={run / 'checkpoints' / 'last.ckpt'}",
-                                  f"task.init_from_pretrained={str(init).lower()}", "callbacks.checkpoint.monitor=null",
-                                  f"paths.cache_dir={cache}"], out))
-            scores[init].append(metrics_of(out)["test/score"])
+            folds = []
+            for fold in range(5):
+                out = tmp_path / f"{init}_{seed}_{fold}"
+                train(compose_config(["experiment=gpt_sst2_mini", "data.task=imdb", "data.n_folds=5", f"data.fold={fold}",
+                                      "trainer.max_steps=80", f"seed={seed}",
+                                      f"task.init_from={run / 'checkpoints' / 'last.ckpt'}",
+                                      f"task.init_from_pretrained={str(init).lower()}",
+                                      "callbacks.checkpoint.monitor=null", f"paths.cache_dir={cache}"], out))
+                folds.append(metrics_of(out)["test/score"])
+            scores[init].append(statistics.fmean(folds))
     gap = statistics.fmean(scores[True]) - statistics.fmean(scores[False])
     assert gap > max(statistics.stdev(scores[True]), statistics.stdev(scores[False])), scores

@@ -29,6 +29,7 @@ from torch.utils.data import DataLoader, Dataset
 from genlab.data.finetune import doc_classification as docs
 from genlab.data.finetune import glue, nli
 from genlab.data.finetune.downloads import doc_spec, glue_spec
+from genlab.data.finetune.folds import check_fold, fold_split
 from genlab.data.finetune.glue_minis import GLUE_MINIS
 from genlab.data.finetune.minis import IMDB_MINI, SST2_MINI
 from genlab.data.finetune.resumable import ResumableTrainOrder
@@ -102,17 +103,24 @@ class ClassificationDataModule(ResumableTrainOrder, pl.LightningDataModule):
     """``task``: a GLUE task (cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli), an NLI dataset (snli, scitail) or
     a document-classification dataset (imdb, yelp2, yelp5, dbpedia, ag_news, amazon2, amazon5). ``tokenizer``: the
     SentencePiece model of the pretrained checkpoint (required to finetune a pretrained model); null trains one on
-    the training text. Subclasses with other input layouts (GPT) name theirs in ``layouts``."""
+    the training text. Subclasses with other input layouts (GPT) name theirs in ``layouts``.
+
+    ``n_folds`` (document classification only): k-fold cross-validation over the labelled train and test splits
+    pooled (``genlab.data.finetune.folds``: stratified, the folds fixed by the labels alone); ``fold`` picks the part
+    that becomes the ``test`` split (also the dev split, as for every document-classification set), the other parts
+    are ``train``. A multirun over ``data.fold=0,..,k-1`` scores every example exactly once. null = the dataset's own
+    split."""
 
     layouts: tuple[str, ...] = LAYOUTS
 
     def __init__(self, task: str, source: str = "path", path: str | None = None, cache_dir: str | None = None,
                  tokenizer: str | None = None, vocab_size: int = 8000, lower: bool = False, layout: str = "xlnet",
                  max_seq_len: int = 128, batch_size: int = 32, eval_batch_size: int = 64, num_workers: int = 0,
-                 max_train_examples: int | None = None) -> None:
+                 max_train_examples: int | None = None, n_folds: int | None = None, fold: int = 0) -> None:
         super().__init__()
         if layout not in self.layouts:
             raise DataError(f"data.layout={layout!r} must be one of {self.layouts}.")
+        check_fold(n_folds, fold)
         self.is_glue = task.lower().replace("-", "") in glue.TASKS
         self.nli = nli.DATASETS.get(task.lower())
         if self.is_glue:
@@ -128,6 +136,10 @@ class ClassificationDataModule(ResumableTrainOrder, pl.LightningDataModule):
         self.tokenizer_file, self.vocab_size, self.lower, self.layout = tokenizer, vocab_size, lower, layout
         self.max_seq_len, self.batch_size, self.eval_batch_size = max_seq_len, batch_size, eval_batch_size
         self.num_workers, self.max_train_examples = num_workers, max_train_examples
+        self.n_folds, self.fold = n_folds, fold
+        if n_folds is not None and (self.is_glue or self.nli is not None):
+            raise DataError(f"data.n_folds={n_folds}: cross-validation pools a document-classification set's train and "
+                            f"test splits; data.task={task} has its own dev split: set data.n_folds=null.")
         self.tokenizer: FinetuneTokenizer | None = None
         self.splits: dict[str, EncodedSplit] = {}
         self.root: Path | None = None
@@ -145,7 +157,14 @@ class ClassificationDataModule(ResumableTrainOrder, pl.LightningDataModule):
         return {"vocab_size": self.tokenizer.vocab_size}
 
     def identity(self) -> dict[str, Any]:
-        return {"dataset": self.task, "tokenizer": self.tokenizer.identity, "vocab_size": self.tokenizer.vocab_size}
+        out = {"dataset": self.task, "tokenizer": self.tokenizer.identity, "vocab_size": self.tokenizer.vocab_size}
+        if self.n_folds is not None:
+            out["fold"] = f"{self.fold}/{self.n_folds}"
+        return out
+
+    def fold_key(self) -> tuple:
+        """What tells the training text of one fold from another's (for cache keys of tokenizers trained on it)."""
+        return () if self.n_folds is None else ("fold", self.fold, self.n_folds)
 
     # --- files --------------------------------------------------------------------------------------------------
     def _spec(self) -> DatasetSpec:
@@ -172,14 +191,19 @@ class ClassificationDataModule(ResumableTrainOrder, pl.LightningDataModule):
             return out
         if self.nli is not None:
             return {s: (self.nli.read_split(root, s), True) for s in nli.SPLITS}
-        return {"train": (docs.read_docs(self.doc, root, "train"), True),
-                "test": (docs.read_docs(self.doc, root, "test"), True)}
+        train, test = docs.read_docs(self.doc, root, "train"), docs.read_docs(self.doc, root, "test")
+        if self.n_folds is not None:
+            pooled = train + test
+            check_fold(self.n_folds, self.fold, len(pooled))
+            train_idx, test_idx = fold_split([e.label for e in pooled], self.n_folds, self.fold)
+            train, test = [pooled[i] for i in train_idx], [pooled[i] for i in test_idx]
+        return {"train": (train, True), "test": (test, True)}
 
     def _load_tokenizer(self, train_texts: list[str]) -> FinetuneTokenizer:
         if self.tokenizer_file is not None:  # a checkpoint's own: SentencePiece or WordPiece (folder, file)
             return load_tokenizer(self.tokenizer_file, self.lower)
         cache = Path(self.cache_dir).expanduser() if self.cache_dir else DEFAULT_CACHE
-        key = stable_hash(str(self.root.resolve()), len(train_texts), self.vocab_size, self.lower)
+        key = stable_hash(str(self.root.resolve()), len(train_texts), self.vocab_size, self.lower, *self.fold_key())
         model = cache / "finetune" / f"spm_{self.task}_{key}.model"
         if not model.is_file():
             text = model.with_suffix(".txt")

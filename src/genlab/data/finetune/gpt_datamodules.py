@@ -114,21 +114,23 @@ class GPTLoaders:
 
 # ------------------------------------------------------------------------------------------------ GLUE / NLI / docs
 class GPTClassificationDataModule(GPTLoaders, ClassificationDataModule):
-    """``ClassificationDataModule`` (same ``task`` names, tiers and splits) with GPT's transforms."""
+    """``ClassificationDataModule`` (same ``task`` names, tiers, splits and ``n_folds`` / ``fold``
+    cross-validation) with GPT's transforms."""
 
     layouts = GPT_LAYOUTS
 
     def __init__(self, task: str, source: str = "path", path: str | None = None, cache_dir: str | None = None,
                  tokenizer: str | None = None, vocab_size: int = 40478, lower: bool = True, layout: str = "gpt",
                  max_seq_len: int = 512, batch_size: int = 32, eval_batch_size: int = 64, num_workers: int = 0,
-                 max_train_examples: int | None = None, seed: int = 0) -> None:
+                 max_train_examples: int | None = None, n_folds: int | None = None, fold: int = 0,
+                 seed: int = 0) -> None:
         super().__init__(task, source, path, cache_dir, tokenizer, vocab_size, lower, layout, max_seq_len,
-                         batch_size, eval_batch_size, num_workers, max_train_examples)
+                         batch_size, eval_batch_size, num_workers, max_train_examples, n_folds, fold)
         self.seed = seed
 
     def _load_tokenizer(self, train_texts: list[str]) -> GPTTokenizer:
         return gpt_tokenizer(self.tokenizer_file, lambda: train_texts, self.cache_dir,
-                             f"{self.task}_{stable_hash(str(self.root.resolve()))}", self.vocab_size)
+                             f"{self.task}_{stable_hash(str(self.root.resolve()), *self.fold_key())}", self.vocab_size)
 
     def _encode(self, name: str, examples: list[Example], labelled: bool) -> GPTExamples:
         tok, sp, n = self.tokenizer, T.SpecialTokens.after_vocab(self.tokenizer.vocab_size), self.max_seq_len
