@@ -78,3 +78,20 @@ def test_a_fused_optimiser_clips_through_lightning(precision, tmp_path):
                          default_root_dir=tmp_path, accelerator="cpu")
     trainer.fit(task, torch.utils.data.DataLoader(batches, batch_size=None))
     assert len(norms) == 3 and max(norms) <= 1e-3 * (1 + 1e-4), norms
+
+
+def test_a_fused_optimiser_with_clipping_under_a_grad_scaler_is_a_config_error():
+    """16-mixed (GPU only) has a grad scaler, which a fused step unscales itself: one clear error, not Lightning's."""
+    import functools
+    import types
+
+    from genlab.errors import ConfigError
+    from genlab.models.transformer_xl import TransformerXL
+    from genlab.tasks.lm import LanguageModelTask
+
+    model = TransformerXL(40, n_layer=1, d_model=16, n_head=2, d_head=8, d_inner=32, dropout=0.0, mem_len=4)
+    task = LanguageModelTask(model, functools.partial(torch.optim.Adam, lr=1e-3, fused=True), None)
+    task._trainer = types.SimpleNamespace(precision_plugin=types.SimpleNamespace(scaler=object()))
+    optimizer = task.configure_optimizers()
+    with pytest.raises(ConfigError, match="task.optimizer.fused=false"):
+        task.configure_gradient_clipping(optimizer, 0.25, "norm")

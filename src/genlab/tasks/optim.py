@@ -21,6 +21,7 @@ from pytorch_lightning.utilities import GradClipAlgorithmType
 from torch import nn
 from torch.optim.lr_scheduler import LambdaLR
 
+from genlab.errors import ConfigError
 from genlab.tasks.layerwise_lr import scale_layer_gradients
 
 NO_DECAY_TYPES = (nn.LayerNorm, nn.Embedding, nn.GroupNorm, nn.BatchNorm1d, nn.BatchNorm2d)
@@ -82,7 +83,12 @@ class TaskOptimization:
 
     def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None):
         plugin = self.trainer.precision_plugin
-        if getattr(optimizer, "_step_supports_amp_scaling", False) and getattr(plugin, "scaler", True) is None:
+        fused = getattr(optimizer, "_step_supports_amp_scaling", False)
+        if fused and gradient_clip_val and getattr(plugin, "scaler", None) is not None:
+            raise ConfigError("trainer.gradient_clip_val with a fused optimiser under trainer.precision=16-mixed: "
+                              "the fused step unscales the gradients itself, after clipping would have to run; "
+                              "set task.optimizer.fused=false")
+        if fused and hasattr(plugin, "scaler"):
             # A fused optimiser (task.optimizer.fused=true) unscales a grad scaler's gradients inside step(), so
             # Lightning refuses to clip for it under any mixed precision; bf16-mixed has no scaler, and clipping
             # before the step is exact there, as in 32-true.
