@@ -1,7 +1,8 @@
 """CPU bf16: fp32 vs bf16-mixed training speed of genlab Transformer-XL and XLNet, and ours vs HF XLNet in bf16.
 
 For each case, in one process and one run: a training step (forward + loss + backward + Adam, fused by default as
-the LM task configures it; ``--optimizer per-tensor`` for torch's CPU default) of the same model
+the LM task configures it; ``--optimizer per-tensor`` for torch's CPU default, ``adamweightdecay`` for the
+XLNet/BERT tasks') of the same model
 from the same weights in fp32 and under ``torch.autocast("cpu", dtype=torch.bfloat16)`` (what
 ``trainer.precision=bf16-mixed`` runs), alternating step by step, with a bf16 and an fp32 GEMM rate measured
 between the steps (same machine load for everything). Prints per case:
@@ -39,6 +40,7 @@ from xlnet_mfu import analytic_flops  # noqa: E402
 from xlnet_throughput import SIZES, build, make_batch, step_fn  # noqa: E402
 
 from genlab.callbacks.throughput import measured_gemm_flops  # noqa: E402
+from genlab.tasks.layerwise_lr import AdamWeightDecay  # noqa: E402
 
 TINY_TXL = dict(d_model=64, n_head=2, d_head=32, d_inner=128, batch=2, tgt_len=16)
 TINY_VOCAB = {"txl_wt103": (400, [100, 200]), "txl_enwik8": (204, [])}
@@ -111,9 +113,16 @@ class XLNetCase:
 
 
 # ------------------------------------------------------------------------------------------------ timing
-def trainer(forward, model, bf16: bool, fused: bool = True):
+OPTIMIZERS = {  # --optimizer: name -> factory over the parameters
+    "fused": lambda params: torch.optim.Adam(params, lr=1e-4, fused=True),  # the LM task's (conf/task/lm.yaml)
+    "per-tensor": lambda params: torch.optim.Adam(params, lr=1e-4),  # torch's CPU default
+    "adamweightdecay": lambda params: AdamWeightDecay(params, lr=1e-4, weight_decay=0.01),  # the PLM/MLM tasks'
+}
+
+
+def trainer(forward, model, bf16: bool, optimizer: str = "fused"):
     """One training step of ``model`` (its ``forward`` closure), under bf16 autocast or not: (loss, seconds)."""
-    opt = torch.optim.Adam(model.parameters(), lr=1e-4, fused=fused)
+    opt = OPTIMIZERS[optimizer](model.parameters())
 
     def step(i: int) -> tuple[float, float]:
         t0 = time.perf_counter()
@@ -166,8 +175,9 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=4)
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--optimizer", choices=["fused", "per-tensor"], default="fused",
-                   help="Adam for every run: fused (default; the LM task's) or per-tensor (torch's CPU default)")
+    p.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default="fused",
+                   help="for every run: fused Adam (default; the LM task's), per-tensor Adam (torch's CPU default) "
+                        "or adamweightdecay (the XLNet/BERT tasks')")
     p.add_argument("--no-hf", action="store_true", help="skip ours vs HF XLNet in bf16 autocast")
     p.add_argument("--tiny", action="store_true", help="tiny dimensions: a smoke test, the numbers mean nothing")
     args = p.parse_args()
@@ -175,16 +185,15 @@ def main() -> None:
     gemm_n = 256 if args.tiny else 1024
     print(f"torch {torch.__version__}, {args.threads} thread(s), CPU capability "
           f"{torch.backends.cpu.get_cpu_capability()}, n_layer={args.n_layer}, steps={args.steps} (+{args.warmup}), "
-          f"{args.optimizer} Adam")
+          f"optimizer {args.optimizer}")
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.cases:
             case = TXLCase(name, args.n_layer, args.tiny) if name.startswith("txl") else \
                 XLNetCase(args.n_layer, args.tiny, Path(tmp))
-            fused = args.optimizer == "fused"
             initial = copy.deepcopy(case.model)  # the runs below train their models in place
-            steps = {"fp32": trainer(case.runner(case.model), case.model, bf16=False, fused=fused)}
+            steps = {"fp32": trainer(case.runner(case.model), case.model, bf16=False, optimizer=args.optimizer)}
             twin = copy.deepcopy(initial)
-            steps["bf16"] = trainer(case.runner(twin), twin, bf16=True, fused=fused)
+            steps["bf16"] = trainer(case.runner(twin), twin, bf16=True, optimizer=args.optimizer)
             result, rates = side_by_side(steps, args.steps, args.warmup, gemm_n)
             report(name, case, result, rates)
             if name == "xlnet_base" and not args.no_hf:
@@ -194,8 +203,8 @@ def main() -> None:
                     print(f"  ours vs HF skipped: {missing}")
                     continue
                 ours = copy.deepcopy(initial)  # HF's model is built from the same initial weights
-                pair = {"ours": trainer(case.runner(ours), ours, bf16=True, fused=fused),
-                        "hf": trainer(case.runner(hf, "hf"), hf, bf16=True, fused=fused)}
+                pair = {"ours": trainer(case.runner(ours), ours, bf16=True, optimizer=args.optimizer),
+                        "hf": trainer(case.runner(hf, "hf"), hf, bf16=True, optimizer=args.optimizer)}
                 res, _ = side_by_side(pair, args.steps, args.warmup, gemm_n)
                 o, h = res["step_s"]["ours"], res["step_s"]["hf"]
                 diff = max(abs(a - b) for a, b in zip(res["losses"]["ours"], res["losses"]["hf"]))
