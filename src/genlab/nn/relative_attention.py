@@ -70,7 +70,7 @@ class _ShiftMask(torch.autograd.Function):
 
 def shift_and_mask(raw: Tensor, mask: Tensor) -> Tensor:
     """Additive bias [..., L, K]: ``rel_shift(raw)`` with -inf where ``mask`` (bool [L, K]) blocks, in ``raw``'s
-    dtype (bf16 under autocast, see ``_attend_train``). ``raw`` column c holds distance K-1-c, as for
+    dtype (bf16 under autocast, see ``attend_with_bias_grad``). ``raw`` column c holds distance K-1-c, as for
     ``rel_shift``."""
     return _ShiftMask.apply(raw, mask)
 
@@ -119,7 +119,7 @@ def _attend(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, dropatt: float, train
     place): it is an intermediate the caller built for this call.
     """
     if bias.dtype != torch.bool and bias.requires_grad and torch.is_grad_enabled():
-        return _attend_train(q, k, v, bias, dropatt, training)
+        return attend_with_bias_grad(q, k, v, bias, dropatt, training)
     dev = q.device.type
     work = torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else q.dtype
     with torch.autocast(dev, enabled=False):  # the fused kernel keeps scores and softmax in fp32 inside
@@ -130,26 +130,35 @@ def _attend(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, dropatt: float, train
     return out.transpose(1, 2).reshape(b, l, h * dh)
 
 
-def _attend_train(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, dropatt: float, training: bool) -> Tensor:
-    """The training form of ``_attend`` for a float bias with a gradient (SDPA would run its unfused math path
-    there): scale·q k^T accumulated into the bias in place by one baddbmm, softmax, dropout, then the values.
+def attend_with_bias_grad(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, dropatt: float, training: bool,
+                          scale: float | None = None) -> Tensor:
+    """softmax(scale·q k^T + bias) v for a float bias [B, H, L, K] that needs a gradient (SDPA would run its unfused
+    math path there), as one ``baddbmm`` into the bias, softmax, dropout, the values; returns [B, L, H*dh]. Shared by
+    the Transformer-XL and XLNet attentions. ``scale`` defaults to 1/sqrt(dh).
 
-    Under autocast the whole chain runs in the autocast dtype, as a fused kernel would: the baddbmm accumulates
-    q·k and adds the bias in fp32 registers and rounds the sum once, and CPU/CUDA softmax kernels compute a bf16
-    row in fp32 and round each probability once (``tests/test_precision_families.py``), which the values GEMM
-    would round to anyway. Storing the [B, H, L, K] buffers in bf16 halves the memory traffic that dominates
-    attention outside its GEMMs; the position terms and masks are already bf16 GEMM outputs or exact (-inf).
+    A bias built for this call is consumed: q·k is accumulated into it in place (no second [B, H, L, K] buffer);
+    a view of a shared table (XLNet's bare shifted positional scores) is only read. Under autocast the whole chain
+    runs in the autocast dtype, as a fused kernel would: the baddbmm accumulates q·k and adds the bias in fp32
+    registers and rounds the sum once, and CPU/CUDA softmax kernels compute a bf16 row in fp32 and round each
+    probability once (``tests/test_precision_families.py``), which the values GEMM would round to anyway. Storing
+    the buffers in bf16 halves the memory traffic that dominates attention outside its GEMMs; the position terms and
+    masks are already bf16 GEMM outputs or exact (-inf, -1e30).
     """
     out_dtype = v.dtype
     b, h, l, dh = q.shape
+    alpha = 1.0 / math.sqrt(dh) if scale is None else scale
     dev = q.device.type
     work = torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else bias.dtype
     with torch.autocast(dev, enabled=False):
-        # in place into the bias (built for this call, read by nothing else); an unsafe view, as torch.matmul
-        # uses, because an in-place write through a tracked view copies the whole buffer in backward
-        flat = torch.ops.aten._unsafe_view(bias.to(work).contiguous(), (b * h, l, bias.shape[-1]))
-        scores = flat.baddbmm_(q.to(work).reshape(b * h, l, dh), k.to(work).reshape(b * h, -1, dh).transpose(1, 2),
-                               alpha=1.0 / math.sqrt(dh))
+        low = bias.to(work)
+        q_flat, k_flat = q.to(work).reshape(b * h, l, dh), k.to(work).reshape(b * h, -1, dh).transpose(1, 2)
+        if low is bias and (bias._base is not None or not bias.is_contiguous()):
+            scores = torch.baddbmm(low.reshape(b * h, l, -1), q_flat, k_flat, alpha=alpha)
+        else:
+            # in place through an unsafe view, as torch.matmul uses: an in-place write through a tracked view
+            # would copy the whole buffer in backward
+            flat = torch.ops.aten._unsafe_view(low, (b * h, l, bias.shape[-1]))
+            scores = flat.baddbmm_(q_flat, k_flat, alpha=alpha)
         prob = F.dropout(scores.softmax(-1), dropatt, training)
         out = torch.bmm(prob, v.to(work).reshape(b * h, -1, dh)).to(out_dtype)
     return out.view(b, h, l, dh).transpose(1, 2).reshape(b, l, h * dh)

@@ -11,8 +11,8 @@ index ``T - i + j``). Only the difference ``s_- - s_+`` of the segment term matt
 constant per query row, which softmax ignores, so the segment bias is ``diff_ij · (q_i+b)·(s_- - s_+)``.
 
 With a bias that needs a gradient, SDPA can only use its unfused math path; training therefore runs the same
-math as one ``baddbmm`` accumulating the scaled q·k into the bias in place, and a plain softmax (fewer passes
-and buffers over the [B, H, T, K] scores); without gradients SDPA's fused kernel is used.
+math as Transformer-XL's (``relative_attention.attend_with_bias_grad``: one ``baddbmm`` accumulating the scaled q·k
+into the bias, then a plain softmax); without gradients SDPA's fused kernel is used.
 
 The query stream works on its P prediction slots only (never on all T positions): slot p sits at position
 ``pos_p`` and reads positional scores at ``T - pos_p + j`` via one gather. Keys and values always come from
@@ -26,6 +26,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from genlab.nn.relative_attention import attend_with_bias_grad
 
 # Additive value of blocked keys (official/HF fp32 masking). A row with no visible key then attends uniformly
 # to every key; under ``empty_row_policy="zero"`` the model zeroes such query-stream rows (``slot_valid``).
@@ -132,28 +134,8 @@ class TwoStreamRelAttention(nn.Module):
         qu = q + self.r_w_bias[:, None]
         p = self.dropatt if self.training else 0.0
         if torch.is_grad_enabled() and (bias.requires_grad or qu.requires_grad):
-            b, h, lq, dh = qu.shape
-            dev = qu.device.type
-            # under autocast the [B, H, Lq, K] chain runs in the autocast dtype, as in relative_attention: the
-            # baddbmm sums bias and q·k in fp32 registers and rounds once, the softmax kernel computes in fp32
-            work = torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else qu.dtype
-            with torch.autocast(dev, enabled=False):
-                low = bias.to(work)
-                q_flat = qu.to(work).reshape(b * h, lq, dh)
-                k_flat = k.to(work).reshape(b * h, -1, dh).transpose(1, 2)
-                if low is not bias or (bias._base is None and bias.is_contiguous()):
-                    # a bias built for this call (mask / segment / gathered terms, or its low-precision copy)
-                    # takes the scaled q·k in place: no second [B, H, Lq, K] buffer (an unsafe view, as
-                    # torch.matmul uses: a tracked view would make the in-place write copy the whole buffer in
-                    # backward; nothing else reads this bias)
-                    flat = torch.ops.aten._unsafe_view(low.contiguous(), (b * h, lq, bias.shape[-1]))
-                    scores = flat.baddbmm_(q_flat, k_flat, alpha=self.scale)
-                else:  # the bare shifted view aliases the shared positional table
-                    scores = torch.baddbmm(low.reshape(b * h, lq, -1), q_flat, k_flat, alpha=self.scale)
-                probs = F.dropout(scores.softmax(-1), p, self.training)
-                out = torch.bmm(probs, v.to(work).reshape(b * h, -1, dh)).view(b, h, lq, dh).to(v.dtype)
-        else:
-            out = F.scaled_dot_product_attention(qu, k, v, attn_mask=bias, dropout_p=p, scale=self.scale)
+            return attend_with_bias_grad(qu, k, v, bias, p, self.training, scale=self.scale)
+        out = F.scaled_dot_product_attention(qu, k, v, attn_mask=bias, dropout_p=p, scale=self.scale)
         return out.transpose(1, 2).flatten(2)
 
     def _post(self, x: Tensor, attn: Tensor) -> Tensor:

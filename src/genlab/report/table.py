@@ -325,4 +325,3 @@ def table_files(table: Table, name: str, precision: int = 2, with_reference: boo
     md = to_markdown(table, precision, with_reference)
     return {f"{name}.md": f"# {title}\n\n{md}" if title else md, f"{name}.csv": to_csv(table),
             f"{name}.tex": to_latex(table, precision, with_reference)}
-
