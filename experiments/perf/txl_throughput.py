@@ -129,16 +129,19 @@ def worker(impl: str, folder: Path, threads: int, profile: bool, fused: bool) ->
 
 # ----------------------------------------------------------------------------------------------- driver
 def floor_flops(cfg: dict, batches: list[torch.Tensor]) -> float:
-    """Matmul FLOPs a training step needs (3 x forward), averaged over the timed batches.
+    """Matmul FLOPs a training step needs, averaged over the timed batches: 3 x forward (forward, input and
+    weight gradients), 2 x for products whose input needs no gradient (the detached memory, the sinusoids).
 
-    Per layer: queries for the T new rows, keys|values for K = M + T rows, content, position and value terms
-    over K keys (the position term against K distances), output projection, feed-forward; the position
-    projection once per step. Output layer: the head (shortlist + cluster columns) for every predicted token
-    and each tail bin for the tokens whose target is in it (exact for these batches)."""
+    Per layer: queries|keys|values for the T new rows, keys|values for the M memory rows (2 x), content,
+    position and value terms over K = M + T keys (the position term against K distances), output projection,
+    feed-forward; the position projection once per step (2 x). Output layer: the head (shortlist + cluster
+    columns) for every predicted token and each tail bin for the tokens whose target is in it (exact for these
+    batches)."""
     d, hd, di, n = cfg["d_model"], cfg["n_head"] * cfg["d_head"], cfg["d_inner"], cfg["n_layer"]
-    b, t = batches[0].shape[0], batches[0].shape[1] - 1
-    k = t + cfg["mem_len"]
-    per_layer = 2 * b * (t * d * hd + k * d * 2 * hd + 3 * t * k * hd + t * hd * d + 2 * t * d * di) + 2 * k * d * hd
+    b, t, m = batches[0].shape[0], batches[0].shape[1] - 1, cfg["mem_len"]
+    k = t + m
+    per_layer = 2 * b * (t * d * 3 * hd + 3 * t * k * hd + t * hd * d + 2 * t * d * di)
+    weight_grad_only = 2 * b * m * d * 2 * hd + 2 * k * d * hd
     bounds = [0, *cfg["cutoffs"], cfg["vocab_size"]]
     heads = []
     for ids in batches:
@@ -147,7 +150,7 @@ def floor_flops(cfg: dict, batches: list[torch.Tensor]) -> float:
         for lo, hi in itertools.pairwise(bounds[1:]):
             cols += float(((target >= lo) & (target < hi)).sum()) * (hi - lo)
         heads.append(2 * d * cols)
-    return 3 * (n * per_layer + statistics.mean(heads))
+    return 3 * (n * per_layer + statistics.mean(heads)) + 2 * n * weight_grad_only
 
 
 def start(python: str, impl: str, folder: Path, threads: int, profile: bool, optimizer: str) -> subprocess.Popen:

@@ -208,19 +208,20 @@ class TransformerXL(nn.Module):
         return total
 
     def flops_per_token(self, seq_len: int) -> float:
-        """Training matmul FLOPs (3 x forward) per predicted token for segments of ``seq_len`` after a full
-        memory, for MFU: per layer q (new rows), k|v (memory + new rows), the content, position and value terms
-        over K = seq_len + mem_len keys, output and feed-forward; plus the output layer counted dense (exact
-        without cutoffs, an upper bound with adaptive clusters). The once-per-batch position projection is left
-        out (it is shared by the batch)."""
+        """Training matmul FLOPs per predicted token for segments of ``seq_len`` after a full memory, for MFU:
+        3 x forward (forward, input and weight gradients) for q|k|v of the new rows, the content, position and
+        value terms over K = seq_len + mem_len keys, output and feed-forward; 2 x forward for the memory rows'
+        k|v (detached: no input gradient); plus the output layer counted dense (exact without cutoffs, an upper
+        bound with adaptive clusters). The once-per-batch position projection is left out (shared by the
+        batch)."""
         d, hd = self.d_model, self.n_head * self.d_head
         d_inner = self.layers[0].ff.fc1.out_features
         klen = seq_len + self.mem_len
         score_terms = 2 if self.attn_type == "abs_sinusoid" or self.attn_type == "abs_learned" else 3
-        per_layer = 2 * d * hd + 2 * d * 2 * hd * klen / seq_len + score_terms * 2 * hd * klen
-        per_layer += 2 * hd * d + 4 * d * d_inner
+        per_layer = 2 * d * 3 * hd + score_terms * 2 * hd * klen + 2 * hd * d + 4 * d * d_inner
+        memory_kv = 2 * d * 2 * hd * self.mem_len / seq_len
         head = 2 * sum(p.numel() for p in self.crit.parameters() if p.dim() == 2)
-        return 3.0 * (self.n_layer * per_layer + head)
+        return 3.0 * (self.n_layer * per_layer + head) + 2.0 * self.n_layer * memory_kv
 
     # ------------------------------------------------------------------ core
     def position_embeddings(self, klen: int, device: torch.device | None = None) -> Tensor:
@@ -291,11 +292,9 @@ class TransformerXL(nn.Module):
         """new_mem[l] = concat(mem[l], hids[l])[beg:end], end = M_cur + T - ext_len, beg = max(0, end - M)."""
         end = mlen + qlen - self.ext_len
         beg = max(0, end - self.mem_len)
-        out = []
-        for i, h in enumerate(hids):
-            cat = h if not mems else torch.cat([mems[i], h], dim=1)
-            out.append(cat[:, beg:end].detach())
-        return out
+        if beg >= mlen:  # the window lies in the new segment (mem_len <= tgt_len, as in training): no concat
+            return [h[:, beg - mlen:end - mlen].detach() for h in hids]
+        return [torch.cat([mems[i], h], dim=1)[:, beg:end].detach() for i, h in enumerate(hids)]
 
     def _predicted(self, input_ids: Tensor, memory: Memory | None) -> tuple[Tensor, Memory]:
         hidden, new_mem = self.hidden_states(input_ids, memory)

@@ -172,8 +172,10 @@ class XLNetModel(nn.Module):
 
     def init_memory(self, batch_size: int, device: torch.device | None = None) -> list[Tensor]:
         """Official initial memory: zeros of full length mem_len per layer (spec §2.10, ``mem_init: zeros``); an
-        unbounded memory (``mem_len=None``) starts empty."""
-        return [torch.zeros(batch_size, self.mem_len or 0, self.d_model, device=device) for _ in range(self.n_layer)]
+        unbounded memory (``mem_len=None``) starts empty. In the parameters' dtype (the residual stream's)."""
+        dtype = self.mask_emb.dtype
+        return [torch.zeros(batch_size, self.mem_len or 0, self.d_model, device=device, dtype=dtype)
+                for _ in range(self.n_layer)]
 
     # --- per-forward precomputation -------------------------------------------------------------------------
 

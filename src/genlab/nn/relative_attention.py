@@ -63,7 +63,9 @@ class _ShiftMask(torch.autograd.Function):
     def backward(ctx, grad: Tensor) -> tuple[Tensor, None]:
         (mask,) = ctx.saved_tensors
         q, k = grad.shape[-2:]
-        padded = F.pad(grad.masked_fill(mask, 0.0), (q, 0))  # contiguous [..., L, L+K]
+        padded = grad.new_empty(*grad.shape[:-1], q + k)  # [..., L, L+K]: L zero columns, then masked grad
+        padded[..., :q].zero_()
+        torch.where(mask, grad.new_zeros(()), grad, out=padded[..., q:])  # one pass, no masked copy to pad afterwards
         stride = (*padded.stride()[:-2], k + q + 1, 1)
         return padded.as_strided(grad.shape, stride, padded.storage_offset() + 1), None
 
@@ -254,16 +256,20 @@ class _AttentionBlock(nn.Module):
         self.drop = nn.Dropout(dropout)
 
     def _project(self, h: Tensor, mem: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
-        cat = h if mem is None or mem.size(1) == 0 else torch.cat([mem, h], dim=1)
-        if self.pre_lnorm:  # the pre-LN code normalises the whole [mem; h] before the fused projection
-            cat = self.norm(cat)
-        if cat is h:
-            q, k, v = self.qkv(cat).chunk(3, dim=-1)
-        else:  # queries only for the new positions: memory rows need keys and values alone
-            hd = self.n_head * self.d_head
-            q = F.linear(cat[:, -h.size(1):], self.qkv.weight[:hd])
-            k, v = F.linear(cat, self.qkv.weight[hd:]).chunk(2, dim=-1)
-        return _heads(q, self.n_head), _heads(k, self.n_head), _heads(v, self.n_head)
+        """q [B, H, L, dh] for the new rows; k, v [B, H, M+L, dh] (contiguous) over [mem; h].
+
+        Memory rows are projected on their own, to keys and values only: mem is detached, so their backward
+        is the weight gradient alone (no input gradient for a third of the k|v GEMM's rows), and k, v come out
+        of one copy into the head layout the attention GEMMs read, instead of a concatenated input and a
+        reshape copy. The pre-LN code normalises [mem; h] before the projection: row-wise, so per block."""
+        x = self.norm(h) if self.pre_lnorm else h
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        q, k, v = _heads(q, self.n_head), _heads(k, self.n_head), _heads(v, self.n_head)
+        if mem is None or mem.size(1) == 0:
+            return q, k, v
+        m = self.norm(mem) if self.pre_lnorm else mem
+        k_mem, v_mem = F.linear(m, self.qkv.weight[self.n_head * self.d_head:]).chunk(2, dim=-1)
+        return q, torch.cat([_heads(k_mem, self.n_head), k], 2), torch.cat([_heads(v_mem, self.n_head), v], 2)
 
     def _finish(self, h: Tensor, attn_vec: Tensor) -> Tensor:
         out = self.drop(self.out(attn_vec))

@@ -146,8 +146,10 @@ class TwoStreamRelAttention(nn.Module):
                 ) -> tuple[Tensor, Tensor | None]:
         """h [B, T, d] content stream, g [B, P, d] query slots or None, mem [B, M, d] or None."""
         qlen = h.shape[1]
-        cat = h if mem is None else torch.cat([mem, h], dim=1)
-        k, v = self._heads(cat, self.k), self._heads(cat, self.v)
+        k, v = self._heads(h, self.k), self._heads(h, self.v)
+        if mem is not None:  # memory rows on their own: no input gradient for them, one copy into [B, H, K, d_h]
+            mem = mem.to(h.dtype)
+            k, v = torch.cat([self._heads(mem, self.k), k], 2), torch.cat([self._heads(mem, self.v), v], 2)
         kr = self._positional_keys(ctx.pos_emb)
 
         q_h = self._heads(h, self.q)
