@@ -7,7 +7,7 @@ import torch
 
 from genlab.models.xlnet import XLNetModel
 from genlab.nn.positional import sinusoid_table
-from genlab.nn.two_stream_attention import relative_shift
+from genlab.nn.two_stream_attention import _ShiftedBias, relative_shift
 
 D, H, DH = 16, 2, 8
 
@@ -86,6 +86,28 @@ def test_relative_shift_is_a_view_with_the_right_distances():
     assert shifted.data_ptr() == table.data_ptr() + t * table.element_size()
     want = 3 + torch.arange(t)[:, None] - torch.arange(klen)[None, :]
     assert torch.equal(shifted[1], want.double())
+
+
+@pytest.mark.parametrize("t, klen, with_mask, head_major", [(5, 8, True, False), (4, 4, False, False),
+                                                          (1, 3, True, False), (5, 8, True, True)])
+def test_shifted_bias_matches_autograd_of_the_view(t, klen, with_mask, head_major):
+    """The written-out shift + mask, and its hand-written backward (gradient in place, zeros only off the rows'
+    windows, in the table's own layout), against autograd through the strided view; the output is contiguous (an
+    in-place baddbmm target). ``head_major``: the [B, H] blocks of the table laid out head by head, as the
+    batch-folded positional matmul leaves them."""
+    table = torch.randn(2, 3, t, klen + t, dtype=torch.float64)
+    if head_major:
+        table = table.transpose(0, 1).contiguous().transpose(0, 1)
+    table.requires_grad_(True)
+    mask = torch.randn(2, 1, t, klen, dtype=torch.float64) if with_mask else None
+    out = _ShiftedBias.apply(table, t, mask)
+    ref = relative_shift(table, t) + (0 if mask is None else mask)
+    assert out.is_contiguous() and torch.equal(out, ref)
+    g = torch.randn_like(out)
+    (got,) = torch.autograd.grad(out, table, g)
+    (want,) = torch.autograd.grad(ref, table, g)
+    assert torch.equal(got, want) and got.stride() == table.stride()
+    torch.autograd.gradcheck(lambda x: _ShiftedBias.apply(x, t, mask), (table,))
 
 
 def test_c3_positional_table_layout():

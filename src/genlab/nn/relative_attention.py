@@ -139,7 +139,7 @@ def attend_with_bias_grad(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, dropatt
     the Transformer-XL and XLNet attentions. ``scale`` defaults to 1/sqrt(dh).
 
     A bias built for this call is consumed: q·k is accumulated into it in place (no second [B, H, L, K] buffer);
-    a view of a shared table (XLNet's bare shifted positional scores) is only read. Under autocast the whole chain
+    a view (of a table other calls share) is only read. Under autocast the whole chain
     runs in the autocast dtype, as a fused kernel would: the baddbmm accumulates q·k and adds the bias in fp32
     registers and rounds the sum once, and CPU/CUDA softmax kernels compute a bf16 row in fp32 and round each
     probability once (``tests/test_precision_families.py``), which the values GEMM would round to anyway. Storing

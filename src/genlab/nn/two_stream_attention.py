@@ -6,8 +6,8 @@ Score of query i (original position) on key j of ``[mem; h]`` (length K = M + T)
 
 The positional and segment terms are folded into one additive bias per layer and the content term runs inside
 ``F.scaled_dot_product_attention``. The positional scores are computed once against the whole distance table
-``[K, ..., -T+1]`` and re-indexed without a copy (``relative_shift``: a strided view, entry (i, j) is table
-index ``T - i + j``). Only the difference ``s_- - s_+`` of the segment term matters: ``(q_i+b)·s_+`` is one
+``[K, ..., -T+1]`` and re-indexed as a strided view (``relative_shift``: entry (i, j) is table index ``T - i + j``),
+written out once together with the mask. Only the difference ``s_- - s_+`` of the segment term matters: ``(q_i+b)·s_+`` is one
 constant per query row, which softmax ignores, so the segment bias is ``diff_ij · (q_i+b)·(s_- - s_+)``.
 
 With a bias that needs a gradient, SDPA can only use its unfused math path; training therefore runs the same
@@ -36,13 +36,43 @@ MASK_FILL = -1e30
 
 def relative_shift(scores: Tensor, qlen: int) -> Tensor:
     """View ``[..., T, K+T]`` scores against distances ``[K..-T+1]`` as ``[..., T, K]`` with entry (i, j) at
-    distance ``M + i - j`` (column ``T - i + j``). No copy: the input must be contiguous."""
+    distance ``M + i - j`` (column ``T - i + j``). No copy: each [T, K+T] block of the input must be contiguous."""
     *lead, t, width = scores.shape
     klen = width - qlen
     stride = list(scores.stride())
     return scores.as_strided(
         (*lead, t, klen), (*stride[:-2], width - 1, 1), scores.storage_offset() + qlen
     )
+
+
+class _ShiftedBias(torch.autograd.Function):
+    """``relative_shift(scores, qlen) + add`` written out once, contiguous (``add``: a mask or None; no gradient).
+
+    Autograd's backward for the strided view zero-fills the whole [..., T, K+T] table and scatters into it; of each
+    table row only K entries are read, so this backward writes the gradient into its strided place and zeroes the
+    T other entries of the row alone (one pass over the table instead of two).
+    """
+
+    @staticmethod
+    def forward(ctx, scores: Tensor, qlen: int, add: Tensor | None) -> Tensor:
+        view = relative_shift(scores, qlen)
+        ctx.qlen, ctx.layout = qlen, (scores.shape, scores.stride())
+        if add is None:
+            return view.clone(memory_format=torch.contiguous_format)
+        return torch.add(view, add, out=torch.empty(view.shape, dtype=view.dtype, device=view.device))
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, None, None]:
+        *lead, t, klen = grad.shape
+        width = klen + ctx.qlen
+        out = grad.new_empty_strided(*ctx.layout)  # the table's layout, which its matmul's backward reads
+        stride = out.stride()
+        # row i holds the gradient at columns T-i .. T-i+K-1 (flat i(W-1) + T + j); the T-1 columns after each
+        # row's block (through the next row's start) and the first T columns of the table get zeros
+        out.as_strided((*lead, t), (*stride[:-2], 1), out.storage_offset()).zero_()
+        out.as_strided((*lead, t, ctx.qlen - 1), (*stride[:-2], width - 1, 1), out.storage_offset() + width).zero_()
+        out.as_strided(grad.shape, (*stride[:-2], width - 1, 1), out.storage_offset() + ctx.qlen).copy_(grad)
+        return out, None, None
 
 
 @dataclass
@@ -102,31 +132,35 @@ class TwoStreamRelAttention(nn.Module):
         return (x @ weight.flatten(1)).view(b, n, self.n_head, self.d_head).transpose(1, 2)
 
     def _positional_keys(self, pos_emb: Tensor) -> Tensor:
-        """[n_dir, K+T, d] -> [n_dir, 1, H, d_h, K+T] (pre-transposed for the score matmul)."""
-        kr = self._heads(pos_emb, self.r)  # [n_dir, H, K+T, d_h]
-        return kr.transpose(-1, -2).unsqueeze(1)
+        """[n_dir, K+T, d] -> [n_dir, H, d_h, K+T] (pre-transposed for the score matmul)."""
+        return self._heads(pos_emb, self.r).transpose(-1, -2)
 
     def _score_bias(self, q: Tensor, kr: Tensor, seg: Tensor | None, mask: Tensor | None,
                     slot_index: Tensor | None, qlen: int) -> Tensor:
         """Positional + segment + mask terms as one additive bias [B, H, Lq, K] (already scaled)."""
         b, h, lq, dh = q.shape
         n_dir = kr.shape[0]
-        qr = ((q + self.r_r_bias[:, None]) * self.scale).view(n_dir, b // n_dir, h, lq, dh)
-        full = (qr @ kr).view(b, h, lq, -1)  # [B, H, Lq, K+T]
-        if slot_index is None:
-            bias = relative_shift(full, qlen)
-        else:
-            bias = full.gather(3, slot_index.expand(b, h, lq, slot_index.shape[-1]))
+        nb = b // n_dir
+        # the batch folds into the matmul's rows: one GEMM per (direction, head) against the shared table, no
+        # batch-expanded copy of kr and no batch sum of its gradient; [n_dir, B', H, Lq, K+T] rows stay contiguous
+        qr = ((q + self.r_r_bias[:, None]) * self.scale).view(n_dir, nb, h, lq, dh).transpose(1, 2)
+        full = (qr.reshape(n_dir, h, nb * lq, dh) @ kr).view(n_dir, h, nb, lq, -1).transpose(1, 2)
         # the terms join in the positional scores' dtype (the autocast dtype under autocast: the 0 / fill mask
         # and 0 / 1 segment indicator are exact there, and the [B, H, Lq, K] sum takes half the traffic)
         work = full.dtype
-        if mask is not None:
-            bias = bias + mask.to(work)
+        mask = None if mask is None else mask.to(work).view(n_dir, nb, *mask.shape[1:])
+        if slot_index is None:
+            bias = _ShiftedBias.apply(full, qlen, mask)
+        else:
+            index = slot_index.view(n_dir, nb, *slot_index.shape[1:])
+            bias = full.gather(4, index.expand(n_dir, nb, h, lq, index.shape[-1]))
+            if mask is not None:
+                bias = bias.add_(mask)
+        bias = bias.view(b, h, lq, -1)
         if seg is not None:
             seg_w = (self.seg_embed[1] - self.seg_embed[0]) * self.scale  # [H, d_h]
             e = ((q + self.r_s_bias[:, None]) * seg_w[:, None]).sum(-1, keepdim=True).to(work)  # [B, H, Lq, 1]
-            seg = seg.to(work)
-            bias = torch.addcmul(bias, seg, e) if mask is None else bias.addcmul_(seg, e)
+            bias = bias.addcmul_(seg.to(work), e)
         return bias
 
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Tensor) -> Tensor:
