@@ -100,14 +100,14 @@ def test_shifted_bias_matches_autograd_of_the_view(t, klen, with_mask, head_majo
         table = table.transpose(0, 1).contiguous().transpose(0, 1)
     table.requires_grad_(True)
     mask = torch.randn(2, 1, t, klen, dtype=torch.float64) if with_mask else None
-    out = _ShiftedBias.apply(table, t, mask)
+    out = _ShiftedBias.apply(table, t, mask, (2, 3, t, klen))
     ref = relative_shift(table, t) + (0 if mask is None else mask)
     assert out.is_contiguous() and torch.equal(out, ref)
     g = torch.randn_like(out)
     (got,) = torch.autograd.grad(out, table, g)
     (want,) = torch.autograd.grad(ref, table, g)
     assert torch.equal(got, want) and got.stride() == table.stride()
-    torch.autograd.gradcheck(lambda x: _ShiftedBias.apply(x, t, mask), (table,))
+    torch.autograd.gradcheck(lambda x: _ShiftedBias.apply(x, t, mask, (2, 3, t, klen)), (table,))
 
 
 def test_c3_positional_table_layout():

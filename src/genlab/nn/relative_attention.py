@@ -138,8 +138,8 @@ def attend_with_bias_grad(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, dropatt
     math path there), as one ``baddbmm`` into the bias, softmax, dropout, the values; returns [B, L, H*dh]. Shared by
     the Transformer-XL and XLNet attentions. ``scale`` defaults to 1/sqrt(dh).
 
-    A bias built for this call is consumed: q·k is accumulated into it in place (no second [B, H, L, K] buffer);
-    a view (of a table other calls share) is only read. Under autocast the whole chain
+    The bias is built for this call and consumed: q·k is accumulated into it in place (no second [B, H, L, K]
+    buffer) unless it is not contiguous. Under autocast the whole chain
     runs in the autocast dtype, as a fused kernel would: the baddbmm accumulates q·k and adds the bias in fp32
     registers and rounds the sum once, and CPU/CUDA softmax kernels compute a bf16 row in fp32 and round each
     probability once (``tests/test_precision_families.py``), which the values GEMM would round to anyway. Storing
@@ -154,7 +154,7 @@ def attend_with_bias_grad(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, dropatt
     with torch.autocast(dev, enabled=False):
         low = bias.to(work)
         q_flat, k_flat = q.to(work).reshape(b * h, l, dh), k.to(work).reshape(b * h, -1, dh).transpose(1, 2)
-        if low is bias and (bias._base is not None or not bias.is_contiguous()):
+        if not low.is_contiguous():
             scores = torch.baddbmm(low.reshape(b * h, l, -1), q_flat, k_flat, alpha=alpha)
         else:
             # in place through an unsafe view, as torch.matmul uses: an in-place write through a tracked view

@@ -54,15 +54,20 @@ class _ShiftedBias(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, scores: Tensor, qlen: int, add: Tensor | None) -> Tensor:
+    def forward(ctx, scores: Tensor, qlen: int, add: Tensor | None, shape: tuple[int, ...]) -> Tensor:
+        """``shape``: the output's, a contiguous regrouping of the view's (e.g. [n_dir, B', H] -> [B, H])."""
         view = relative_shift(scores, qlen)
         ctx.qlen, ctx.layout = qlen, (scores.shape, scores.stride())
+        out = torch.empty(shape, dtype=view.dtype, device=view.device)
         if add is None:
-            return view.clone(memory_format=torch.contiguous_format)
-        return torch.add(view, add, out=torch.empty(view.shape, dtype=view.dtype, device=view.device))
+            out.view(view.shape).copy_(view)
+        else:
+            torch.add(view, add, out=out.view(view.shape))
+        return out
 
     @staticmethod
-    def backward(ctx, grad: Tensor) -> tuple[Tensor, None, None]:
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, None, None, None]:
+        grad = grad.view(*ctx.layout[0][:-1], -1)
         *lead, t, klen = grad.shape
         width = klen + ctx.qlen
         out = grad.new_empty_strided(*ctx.layout)  # the table's layout, which its matmul's backward reads
@@ -72,7 +77,7 @@ class _ShiftedBias(torch.autograd.Function):
         out.as_strided((*lead, t), (*stride[:-2], 1), out.storage_offset()).zero_()
         out.as_strided((*lead, t, ctx.qlen - 1), (*stride[:-2], width - 1, 1), out.storage_offset() + width).zero_()
         out.as_strided(grad.shape, (*stride[:-2], width - 1, 1), out.storage_offset() + ctx.qlen).copy_(grad)
-        return out, None, None
+        return out, None, None, None
 
 
 @dataclass
@@ -150,13 +155,13 @@ class TwoStreamRelAttention(nn.Module):
         work = full.dtype
         mask = None if mask is None else mask.to(work).view(n_dir, nb, *mask.shape[1:])
         if slot_index is None:
-            bias = _ShiftedBias.apply(full, qlen, mask)
+            bias = _ShiftedBias.apply(full, qlen, mask, (b, h, lq, full.shape[-1] - qlen))
         else:
             index = slot_index.view(n_dir, nb, *slot_index.shape[1:])
             bias = full.gather(4, index.expand(n_dir, nb, h, lq, index.shape[-1]))
             if mask is not None:
                 bias = bias.add_(mask)
-        bias = bias.view(b, h, lq, -1)
+            bias = bias.view(b, h, lq, -1)
         if seg is not None:
             seg_w = (self.seg_embed[1] - self.seg_embed[0]) * self.scale  # [H, d_h]
             e = ((q + self.r_s_bias[:, None]) * seg_w[:, None]).sum(-1, keepdim=True).to(work)  # [B, H, Lq, 1]
