@@ -40,6 +40,7 @@ from xlnet_mfu import analytic_flops  # noqa: E402
 from xlnet_throughput import SIZES, build, make_batch, step_fn  # noqa: E402
 
 from genlab.callbacks.throughput import measured_gemm_flops  # noqa: E402
+from genlab.cli.host_memory import reuse_freed_host_memory  # noqa: E402
 from genlab.tasks.layerwise_lr import AdamWeightDecay  # noqa: E402
 
 TINY_TXL = dict(d_model=64, n_head=2, d_head=32, d_inner=128, batch=2, tgt_len=16)
@@ -180,12 +181,15 @@ def main() -> None:
                         "or adamweightdecay (the XLNet/BERT tasks')")
     p.add_argument("--no-hf", action="store_true", help="skip ours vs HF XLNet in bf16 autocast")
     p.add_argument("--tiny", action="store_true", help="tiny dimensions: a smoke test, the numbers mean nothing")
+    p.add_argument("--system-malloc", action="store_true",
+                   help="leave glibc's defaults (train.py's reuse_host_memory=false); default: as train.py runs")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
+    malloc = "glibc defaults" if args.system_malloc or not reuse_freed_host_memory() else "freed memory reused"
     gemm_n = 256 if args.tiny else 1024
     print(f"torch {torch.__version__}, {args.threads} thread(s), CPU capability "
           f"{torch.backends.cpu.get_cpu_capability()}, n_layer={args.n_layer}, steps={args.steps} (+{args.warmup}), "
-          f"optimizer {args.optimizer}")
+          f"optimizer {args.optimizer}, host memory: {malloc}")
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.cases:
             case = TXLCase(name, args.n_layer, args.tiny) if name.startswith("txl") else \

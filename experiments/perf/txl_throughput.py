@@ -153,8 +153,13 @@ def floor_flops(cfg: dict, batches: list[torch.Tensor]) -> float:
     return 3 * (n * per_layer + statistics.mean(heads)) + 2 * n * weight_grad_only
 
 
-def start(python: str, impl: str, folder: Path, threads: int, profile: bool, optimizer: str) -> subprocess.Popen:
+def start(python: str, impl: str, folder: Path, threads: int, profile: bool, optimizer: str,
+          system_malloc: bool) -> subprocess.Popen:
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    if not system_malloc:  # both sides as train.py runs (genlab.cli.host_memory), through glibc's variables
+        from genlab.cli.host_memory import LARGEST
+
+        env.update(MALLOC_MMAP_THRESHOLD_=str(LARGEST), MALLOC_TRIM_THRESHOLD_=str(LARGEST))
     cmd = [python, __file__, "--worker", impl, "--folder", str(folder), "--threads", str(threads),
            f"--{impl}-optimizer", optimizer]
     proc = subprocess.Popen(cmd + (["--profile"] if profile else []), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -185,6 +190,8 @@ def main() -> None:
                    help="Adam for genlab: fused (default; the LM task's conf/task/lm.yaml) or per-tensor")
     p.add_argument("--hf-optimizer", choices=OPTIMIZERS, default="per-tensor",
                    help="Adam for HF: per-tensor (default; torch.optim.Adam's CPU default) or fused")
+    p.add_argument("--system-malloc", action="store_true",
+                   help="leave glibc's defaults in both workers; default: both as train.py runs (reuse_host_memory)")
     p.add_argument("--worker", choices=["ours", "hf"], help=argparse.SUPPRESS)
     p.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -214,7 +221,8 @@ def main() -> None:
         else:
             print(f"HF 4.35 reference skipped: no python at {HF_PYTHON} (set GENLAB_HF435_PYTHON or create the venv:"
                   " python -m venv /tmp/venv435 && /tmp/venv435/bin/pip install torch transformers==4.35.2)")
-        procs = {name: start(py, name, folder, args.threads, args.profile, getattr(args, f"{name}_optimizer"))
+        procs = {name: start(py, name, folder, args.threads, args.profile, getattr(args, f"{name}_optimizer"),
+                             args.system_malloc)
                  for name, py in impls.items()}
         results = {name: [] for name in procs}
         rates = []
@@ -232,7 +240,8 @@ def main() -> None:
     print(f"TXL {args.shape} shape: n_layer={args.n_layer} d={cfg['d_model']} H={cfg['n_head']} "
           f"d_inner={cfg['d_inner']} vocab={cfg['vocab_size']} cutoffs={cfg['cutoffs']} B={args.batch} "
           f"T={args.tgt_len} M={args.tgt_len}, fp32 CPU, {args.threads} thread(s)/process, torch {torch.__version__}")
-    print(f"Adam: ours {args.ours_optimizer}, HF {args.hf_optimizer}")
+    print(f"Adam: ours {args.ours_optimizer}, HF {args.hf_optimizer}; host memory (both): "
+          f"{'glibc defaults' if args.system_malloc else 'freed memory reused'}")
     print(f"GEMM rate {rate / 1e9:.1f} GFLOP/s (median of {len(rates)}, measured between the steps); matmul FLOPs "
           f"needed per step {floor / 1e9:.2f} G -> GEMM floor {floor / rate:.3f} s")
     speed = {}

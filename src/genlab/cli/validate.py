@@ -16,7 +16,8 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from genlab.errors import ConfigError
 
 HYDRA_KEYS = {"_target_", "_partial_", "_recursive_", "_convert_", "_args_"}
-ROOT_SCALARS: dict[str, Any] = {"name": str, "seed": int, "ckpt_path": str | None, "test_after_fit": bool}
+ROOT_SCALARS: dict[str, Any] = {"name": str, "seed": int, "ckpt_path": str | None, "test_after_fit": bool,
+                                 "reuse_host_memory": bool}
 ROOT_GROUPS = {"paths", "trainer", "logger", "callbacks", "model", "task", "data", "debug", "hparams_search", "launcher",
                "experiment", "hydra", "eval", "splits"}
 # Keys the entry point itself consumes from a `_target_` node (removed before instantiation), with their types.
