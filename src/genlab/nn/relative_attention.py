@@ -41,14 +41,16 @@ def rel_shift(x: Tensor) -> Tensor:
 
 
 class _ShiftMask(torch.autograd.Function):
-    """``rel_shift(raw).masked_fill(mask, -inf)`` in one pass: no padded copy, and a backward without the
-    full-size zero gradients of the pad/slice/view chain.
+    """``rel_shift(raw).masked_fill(mask, -inf)`` in one pass each way: no padded copy forward, and a contiguous
+    gradient backward (no full-size zeros of the pad/slice/view chain, nothing for the matmul to copy).
 
     For contiguous raw [..., L, K], ``rel_shift(raw)[i, j] = raw[i, L-1-i+j]`` sits at flat offset
     ``i (K-1) + L-1 + j``: a strided view (row stride K-1). Where ``L-1-i+j > K-1`` (future keys, always
-    masked) the view runs into the next row's unused columns, which the mask overwrites. The backward maps
-    back the other way: ``grad_raw[i, c] = g[i, c-(L-1)+i]`` (0 for columns c < L-1-i, the distances beyond
-    the window), a strided view of g padded with L zero columns on the left (row stride K+L+1).
+    masked) the view runs into the next row's columns beyond the window, which the mask overwrites. The backward
+    writes the masked gradient through the same view: its columns j < K-1 tile the block from offset L-1 on
+    without overlap (column K-1 of row i < L-1, a future key, is column 0 of row i+1), and the zeros of row i's
+    future keys land exactly on row i+1's columns beyond the window (``grad_raw[i+1, c] = 0`` for c < L-2-i);
+    what is left is row 0's first L-1 columns (zeros) and the block's last entry (distance 0 of the last row).
     """
 
     @staticmethod
@@ -57,17 +59,19 @@ class _ShiftMask(torch.autograd.Function):
         q, k = raw.shape[-2:]
         shifted = raw.as_strided(raw.shape, (*raw.stride()[:-2], k - 1, 1), raw.storage_offset() + q - 1)
         ctx.save_for_backward(mask)
-        return shifted.masked_fill(mask, float("-inf"))
+        return torch.where(mask, shifted.new_full((), float("-inf")), shifted)
 
     @staticmethod
     def backward(ctx, grad: Tensor) -> tuple[Tensor, None]:
         (mask,) = ctx.saved_tensors
-        q, k = grad.shape[-2:]
-        padded = grad.new_empty(*grad.shape[:-1], q + k)  # [..., L, L+K]: L zero columns, then masked grad
-        padded[..., :q].zero_()
-        torch.where(mask, grad.new_zeros(()), grad, out=padded[..., q:])  # one pass, no masked copy to pad afterwards
-        stride = (*padded.stride()[:-2], k + q + 1, 1)
-        return padded.as_strided(grad.shape, stride, padded.storage_offset() + 1), None
+        *lead, q, k = grad.shape
+        out = grad.new_empty(grad.shape)
+        lead_strides, base = out.stride()[:-2], out.storage_offset()
+        out.as_strided((*lead, q - 1), (*lead_strides, 1), base).zero_()
+        tiles = out.as_strided((*lead, q, k - 1), (*lead_strides, k - 1, 1), base + q - 1)
+        torch.where(mask[..., :k - 1], grad.new_zeros(()), grad[..., :k - 1], out=tiles)
+        out[..., -1, -1] = grad[..., -1, -1]
+        return out, None
 
 
 def shift_and_mask(raw: Tensor, mask: Tensor) -> Tensor:
