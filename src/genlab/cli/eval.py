@@ -24,7 +24,7 @@ from genlab import checkpoints
 from genlab.callbacks.wandb import join_training_group, log_summary, run_dir_of_checkpoint
 from genlab.cli import build, run_dir
 from genlab.cli.errors import find_user_error, guarded, in_multirun
-from genlab.cli.host_memory import reuse_freed_host_memory
+from genlab.cli.host_memory import apply_host_memory_setting
 from genlab.cli.summary import print_summary
 from genlab.cli.validate import validate_config
 from genlab.errors import ConfigError
@@ -52,8 +52,7 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     if OmegaConf.is_missing(cfg, "ckpt_path"):
         raise ConfigError("eval.py needs ckpt_path=path/to/checkpoint.ckpt (e.g. a run's checkpoints/last.ckpt).")
     validate_config(cfg, EVAL_SCALARS)
-    if cfg.get("reuse_host_memory", True):
-        reuse_freed_host_memory()
+    apply_host_memory_setting(cfg)
     record = load_run_config(cfg.ckpt_path)
     run = OmegaConf.create(record["config"])
     if cfg.get("data") is not None:
@@ -180,8 +179,7 @@ def evaluate_init_from(cfg: DictConfig) -> dict[str, float]:
     import pytorch_lightning as pl
 
     validate_config(cfg)
-    if cfg.get("reuse_host_memory", True):
-        reuse_freed_host_memory()
+    apply_host_memory_setting(cfg)
     init_from = OmegaConf.select(cfg, "task.init_from", default=None)
     if not init_from:
         raise ConfigError(f"eval.py experiment={cfg.name} evaluates the weights of task.init_from=<HF folder or "

@@ -16,7 +16,7 @@ from genlab.callbacks.interrupt import TrainingInterrupted
 from genlab.callbacks.run_record import RunRecord
 from genlab.cli import build, run_dir
 from genlab.cli.errors import find_user_error, guarded, in_multirun
-from genlab.cli.host_memory import reuse_freed_host_memory
+from genlab.cli.host_memory import apply_host_memory_setting
 from genlab.cli.memory import check_memory
 from genlab.cli.quiet import quiet_resume
 from genlab.cli.summary import print_summary
@@ -34,8 +34,7 @@ def output_dir(cfg: DictConfig) -> Path:
 def train(cfg: DictConfig, on_fit: Callable[[], None] = lambda: None) -> float:
     """Fit, test the best checkpoint, record and summarise; ``on_fit`` is called as training starts."""
     validate_config(cfg)
-    if cfg.get("reuse_host_memory", True):
-        reuse_freed_host_memory()
+    apply_host_memory_setting(cfg)
     out = output_dir(cfg)
     _check_devices(cfg)
     if build_rank_zero():

@@ -260,7 +260,7 @@ class _AttentionBlock(nn.Module):
         self.drop = nn.Dropout(dropout)
 
     def _project(self, h: Tensor, mem: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
-        """q [B, H, L, dh] for the new rows; k, v [B, H, M+L, dh] (contiguous) over [mem; h].
+        """q [B, H, L, dh] for the new rows; k, v [B, H, M+L, dh] over [mem; h] (contiguous when there is memory).
 
         Memory rows are projected on their own, to keys and values only: mem is detached, so their backward
         is the weight gradient alone (no input gradient for a third of the k|v GEMM's rows), and k, v come out
