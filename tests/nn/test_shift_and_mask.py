@@ -39,3 +39,21 @@ def test_shift_and_mask_keeps_the_input_dtype_and_accepts_non_contiguous_input()
     got = shift_and_mask(raw, mask)
     assert got.dtype == torch.bfloat16
     torch.testing.assert_close(got, rel_shift(raw).masked_fill(mask, float("-inf")), rtol=0, atol=0)
+
+
+def test_shift_and_mask_reads_permuted_leading_dims_without_a_copy():
+    """The batch-folded position GEMM yields [B, H, L, K] as a view of [H, B, L, K]: the values must match the
+    reference, and the gradient must come back in that same layout (so the GEMM's backward reads it as is)."""
+    g = torch.Generator().manual_seed(1)
+    mask = attention_mask(5, 4)
+    base = torch.randn(3, 2, 5, 9, generator=g, dtype=torch.float64, requires_grad=True)  # [H, B, L, K]
+    raw = base.transpose(0, 1)  # [B, H, L, K], each [L, K] block contiguous
+    upstream = torch.randn(2, 3, 5, 9, generator=g, dtype=torch.float64)
+    got = shift_and_mask(raw, mask)
+    assert got.is_contiguous()
+    ref = rel_shift(raw.contiguous()).masked_fill(mask, float("-inf"))
+    torch.testing.assert_close(got, ref, rtol=0, atol=0)
+    (grad,) = torch.autograd.grad(got, raw, upstream)
+    assert grad.stride() == raw.stride()
+    (want,) = torch.autograd.grad(ref, raw, upstream)
+    torch.testing.assert_close(grad, want, rtol=0, atol=0)

@@ -51,25 +51,34 @@ class _ShiftMask(torch.autograd.Function):
     without overlap (column K-1 of row i < L-1, a future key, is column 0 of row i+1), and the zeros of row i's
     future keys land exactly on row i+1's columns beyond the window (``grad_raw[i+1, c] = 0`` for c < L-2-i);
     what is left is row 0's first L-1 columns (zeros) and the block's last entry (distance 0 of the last row).
+
+    ``raw`` may have permuted leading dimensions (the batch-folded position GEMM's output); its gradient comes
+    back in the same layout. The mask enters as an additive 0 / -inf table forward and a 1 / 0 factor backward: both exact for finite
+    scores and gradients (softmax's backward gives 0 at a blocked key), and binary ops vectorize on CPU where
+    ``where`` runs element by element (2-3x faster at [2, 8, 512, 1024] in bf16).
     """
 
     @staticmethod
     def forward(ctx, raw: Tensor, mask: Tensor) -> Tensor:
-        raw = raw.contiguous()
         q, k = raw.shape[-2:]
+        if raw.stride()[-2:] != (k, 1):  # each [L, K] block must be contiguous; the leading dims may be permuted
+            raw = raw.contiguous()
         shifted = raw.as_strided(raw.shape, (*raw.stride()[:-2], k - 1, 1), raw.storage_offset() + q - 1)
         ctx.save_for_backward(mask)
-        return torch.where(mask, shifted.new_full((), float("-inf")), shifted)
+        ctx.layout = raw.stride()
+        out = torch.empty(raw.shape, dtype=raw.dtype, device=raw.device)  # contiguous: what the baddbmm_ fills
+        return torch.add(shifted, torch.zeros(mask.shape, dtype=raw.dtype, device=raw.device).masked_fill_(
+            mask, -math.inf), out=out)
 
     @staticmethod
     def backward(ctx, grad: Tensor) -> tuple[Tensor, None]:
         (mask,) = ctx.saved_tensors
         *lead, q, k = grad.shape
-        out = grad.new_empty(grad.shape)
+        out = grad.new_empty_strided(grad.shape, ctx.layout)  # raw's layout, which its matmul's backward reads
         lead_strides, base = out.stride()[:-2], out.storage_offset()
         out.as_strided((*lead, q - 1), (*lead_strides, 1), base).zero_()
         tiles = out.as_strided((*lead, q, k - 1), (*lead_strides, k - 1, 1), base + q - 1)
-        torch.where(mask[..., :k - 1], grad.new_zeros(()), grad[..., :k - 1], out=tiles)
+        torch.mul(grad[..., :k - 1], mask[..., :k - 1].logical_not().to(grad.dtype), out=tiles)
         out[..., -1, -1] = grad[..., -1, -1]
         return out, None
 
@@ -298,10 +307,15 @@ class RelPartialLearnableAttention(_AttentionBlock):
             self.u = self.v = None
 
     def _unshifted_position_scores(self, q: Tensor, r: Tensor, v: Tensor) -> Tensor:
-        """Scaled (b)+(d) terms per (query, distance): (q+v)·W_{k,R} R^T, one matmul over the K distances
+        """Scaled (b)+(d) terms per (query, distance): (q+v)·W_{k,R} R^T, [B, H, L, K] with each [L, K] block
+        contiguous (a view of [H, B, L, K]). The batch folds into the GEMM's rows: one [B·L, dh] x [dh, K] product
+        per head against the shared table, with no batch-expanded copy of it and no batch sum of its gradient
         (scaled on the small side, before the matmul, to save a pass over the scores)."""
-        rk = self.r_net(r).view(-1, self.n_head, self.d_head).transpose(0, 1)  # [H, K, dh]
-        return torch.matmul((q + v[:, None, :]) * self.scale, rk.transpose(-1, -2))
+        b, h, l, dh = q.shape
+        rk = self.r_net(r).view(-1, h, dh).transpose(0, 1)  # [H, K, dh]
+        # q + v keeps q's [B, L, H, dh] memory order, so [H, B·L, dh] is a view (rows H·dh apart)
+        rows = ((q + v[:, None, :]) * self.scale).transpose(0, 1).reshape(h, b * l, dh)
+        return (rows @ rk.transpose(-1, -2)).view(h, b, l, -1).transpose(0, 1)
 
     def _position_scores(self, q: Tensor, r: Tensor, v: Tensor) -> Tensor:
         """The same, shifted to (query, key) columns: rel_shift((q+v)·W_{k,R} R^T)."""
