@@ -312,10 +312,11 @@ class RelPartialLearnableAttention(_AttentionBlock):
         per head against the shared table, with no batch-expanded copy of it and no batch sum of its gradient
         (scaled on the small side, before the matmul, to save a pass over the scores)."""
         b, h, l, dh = q.shape
-        rk = self.r_net(r).view(-1, h, dh).transpose(0, 1)  # [H, K, dh]
-        # q + v keeps q's [B, L, H, dh] memory order, so [H, B·L, dh] is a view (rows H·dh apart)
-        rows = ((q + v[:, None, :]) * self.scale).transpose(0, 1).reshape(h, b * l, dh)
-        return (rows @ rk.transpose(-1, -2)).view(h, b, l, -1).transpose(0, 1)
+        # both operands in head-major layout: CPU bf16 batched GEMMs copy operands whose batch stride is smaller
+        # than a row (and the copy is small here: B·L or K rows, not the [B, H, L, K] scores)
+        rk = self.r_net(r).view(-1, h, dh).transpose(0, 1).contiguous()  # [H, K, dh]
+        rows = ((q + v[:, None, :]) * self.scale).transpose(0, 1).to(q.dtype, memory_format=torch.contiguous_format)
+        return (rows.view(h, b * l, dh) @ rk.transpose(-1, -2)).view(h, b, l, -1).transpose(0, 1)
 
     def _position_scores(self, q: Tensor, r: Tensor, v: Tensor) -> Tensor:
         """The same, shifted to (query, key) columns: rel_shift((q+v)·W_{k,R} R^T)."""
