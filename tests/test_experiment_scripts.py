@@ -255,6 +255,7 @@ def test_cpu_bf16_benchmark_runs_tiny():
     out = run(["experiments/perf/cpu_bf16.py", "--tiny", "--steps", "1", "--warmup", "0", "--n-layer", "1",
                "--cases", "txl_wt103", "xlnet_base"]).stdout
     assert out.count("bf16/fp32 speed ratio:") == 2 and "bf16 GEMM rate" in out and "loss difference" in out
+    assert "GEMM rates in this run" in out
     assert "ours/HF in bf16 autocast:" in out
 
 
