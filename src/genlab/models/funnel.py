@@ -47,6 +47,7 @@ from genlab.models.funnel_structure import (
 )
 from genlab.models.xlnet import ACTIVATIONS, XLNetFeedForward
 from genlab.nn.relative_attention import attend
+from genlab.nn.views import output_view
 
 POOLING_TYPES = ("mean", "max", "top_attn")
 
@@ -456,7 +457,8 @@ class FunnelDiscriminatorHead(nn.Module):
         self.act = ACTIVATIONS[activation]
 
     def forward(self, h: Tensor) -> Tensor:
-        return _fp32_up(self.dense_prediction(self.act(self.dense(h))).squeeze(-1))
+        scores = self.dense_prediction(self.act(self.dense(h)))
+        return _fp32_up(output_view(scores, scores.shape[:-1]))
 
 
 def init_head(module: nn.Module, std: float) -> None:

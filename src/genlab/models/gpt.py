@@ -36,6 +36,7 @@ from torch import Tensor, nn
 from genlab.errors import CheckpointError, ConfigError
 from genlab.models.heads import ClassificationHead, MultipleChoiceHead
 from genlab.nn.attention import MultiHeadSelfAttention
+from genlab.nn.views import output_view
 
 
 def gelu_tanh(x: Tensor) -> Tensor:
@@ -117,9 +118,8 @@ class GPTModel(nn.Module):
             x = self.drop(F.embedding(ids, tokens) + positions[:t])
         for block in self.h:
             x = block(x, mask)
-        if not dropped:
-            return GPTOutput(x.view(*lead, t, x.shape[-1]))
-        return GPTOutput(x.view(*lead, t, x.shape[-1]), tokens, positions)
+        x = output_view(x, (*lead, t, x.shape[-1]))
+        return GPTOutput(x) if not dropped else GPTOutput(x, tokens, positions)
 
 
 class GPTLMHeadModel(nn.Module):

@@ -14,6 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from genlab.nn.views import output_view
+
 NEG = 1e30  # official additive mask value
 
 
@@ -53,7 +55,7 @@ class ClassificationHead(nn.Module):
 
     def forward(self, pooled: Tensor) -> Tensor:
         out = self.proj(pooled)
-        return out.squeeze(-1) if self.n_labels == 1 else out
+        return output_view(out, out.shape[:-1]) if self.n_labels == 1 else out
 
     def loss(self, logits: Tensor, labels: Tensor) -> Tensor:
         if self.n_labels == 1:
@@ -70,7 +72,7 @@ class MultipleChoiceHead(nn.Module):
         _init(self, init_std)
 
     def forward(self, pooled: Tensor, n_choices: int) -> Tensor:
-        return self.proj(pooled).view(-1, n_choices)
+        return output_view(self.proj(pooled), (-1, n_choices))
 
     @staticmethod
     def loss(logits: Tensor, labels: Tensor) -> Tensor:

@@ -28,6 +28,7 @@ from genlab.nn.relative_attention import (
     attention_mask,
     flex_block_mask,
 )
+from genlab.nn.views import output_view
 
 ATTN_TYPES = ("rel", "shaw", "abs_sinusoid", "abs_learned")
 INIT_MEMS = ("empty", "zeros")
@@ -312,7 +313,7 @@ class TransformerXL(nn.Module):
             bsz, tgt_len = pred.shape[:2]
             if target.size(1) != tgt_len:
                 target = target[:, -tgt_len:]
-            nll = self.crit(pred.reshape(bsz * tgt_len, -1), target.reshape(-1)).view(bsz, tgt_len)
+            nll = output_view(self.crit(pred.reshape(bsz * tgt_len, -1), target.reshape(-1)), (bsz, tgt_len))
         return LMOutput(nll=nll, memory=new_mem, logits=None)
 
     def log_probs(self, input_ids: Tensor, memory: Memory | None = None) -> tuple[Tensor, Memory]:

@@ -41,6 +41,7 @@ from torch import Tensor, nn
 from genlab.errors import ConfigError
 from genlab.nn.positional import relative_positions, sinusoid_table
 from genlab.nn.two_stream_attention import MASK_FILL, StreamContext, TwoStreamRelAttention
+from genlab.nn.views import output_view
 
 
 def gelu_tanh(x: Tensor) -> Tensor:
@@ -367,7 +368,8 @@ class XLNetLMHeadModel(nn.Module):
         return self.transformer(*args, **kwargs)
 
     def lm_logits(self, hidden: Tensor) -> Tensor:
-        return self.lm_loss(hidden)
+        logits = self.lm_loss(hidden)  # a view of the 2-D GEMM output for 3-D hidden states
+        return output_view(logits, logits.shape)
 
 
 def plm_loss(logits: Tensor, target: Tensor, target_weight: Tensor) -> Tensor:
