@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import pytorch_lightning as pl
 import torch
-from launch_ranks import run_ranks
+from launch_ranks import exit_rank, run_ranks
 from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointWrapper
 
 from genlab.errors import ConfigError
@@ -95,6 +95,7 @@ def worker(out: Path, world: int, rank: int, resume: str | None) -> None:
         result["tasks"] = sharded_task_losses(rank, world)
     result["view_warnings"] = sorted({str(w.message)[:80] for w in caught if "returned a view tensor" in str(w.message)})
     (out / f"rank{rank}.json").write_text(json.dumps(result))
+    exit_rank()
 
 
 def xlnet_steps(model: torch.nn.Module, rank: int, world: int, steps: int = 3) -> list[float]:
