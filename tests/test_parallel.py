@@ -334,8 +334,8 @@ def test_fsdp2_tasks_with_heads_and_entry_points_follow_the_single_process_loss_
 @pytest.mark.distributed
 def test_fsdp2_sharded_modules_return_no_autograd_views(runs):
     """FSDP2 warns when a sharded module returns a view (an in-place op on it would skip the pre-backward hook):
-    every family's outputs (GPT's hidden states, heads' regrouped scores, XLNet's logits) come out as views of
-    nothing (``genlab.nn.views.output_view``)."""
+    every family's outputs (GPT's hidden states, heads' regrouped scores, XLNet's logits, Funnel's discriminator
+    scores, Transformer-XL's NLL) come out as views of nothing (``genlab.nn.views.output_view``)."""
     assert [r["view_warnings"] for r in runs["two"] + runs["one"]] == [[], [], []]
 
 

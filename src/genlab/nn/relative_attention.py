@@ -53,9 +53,9 @@ class _ShiftMask(torch.autograd.Function):
     what is left is row 0's first L-1 columns (zeros) and the block's last entry (distance 0 of the last row).
 
     ``raw`` may have permuted leading dimensions (the batch-folded position GEMM's output); its gradient comes
-    back in the same layout. The mask enters as an additive 0 / -inf table forward and a 1 / 0 factor backward: both exact for finite
-    scores and gradients (softmax's backward gives 0 at a blocked key), and binary ops vectorize on CPU where
-    ``where`` runs element by element (2-3x faster at [2, 8, 512, 1024] in bf16).
+    back in the same layout. The mask enters as an additive 0 / -inf table forward and a 1 / 0 factor backward:
+    both exact for finite scores and gradients (softmax's backward gives 0 at a blocked key), and binary ops
+    vectorize on CPU where ``where`` runs element by element (2-3x faster at [2, 8, 512, 1024] in bf16).
     """
 
     @staticmethod
