@@ -6,7 +6,9 @@ when it is freed. A CPU training step frees and re-allocates the same large tens
 them again on first touch: XLNet base dims train 14-20 % faster in fp32 and 3-13 % in bf16 without it on the
 development box (``experiments/perf/README.md``).
 Raising the mmap and trim thresholds keeps them in the heap, as PyTorch's CUDA caching allocator keeps device
-memory: resident memory stays at the run's peak. Linux with glibc only; elsewhere nothing changes.
+memory: resident memory stays at the run's peak. The first few steps may still fault: the small tail glibc trims off a
+64-byte aligned block can sit in its per-thread cache between the freed block and the heap top, until that cache fills
+(``tests/cli/test_host_memory.py``). Linux with glibc only; elsewhere nothing changes.
 """
 
 from __future__ import annotations
