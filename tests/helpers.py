@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytorch_lightning as pl
@@ -85,3 +86,16 @@ class PreemptAfterBatches(pl.Callback):
         if self.seen == self.n:
             trainer.save_checkpoint(self.path)
             trainer.should_stop = True
+
+
+def flushed_wandb_record(paths: Callable[[], Sequence[Path]], needle: bytes, patience_s: float = 60.0) -> bytes:
+    """The bytes of the offline ``.wandb`` files ``paths()`` names, once they contain ``needle`` or patience runs out.
+
+    W&B's service process writes the run record asynchronously, and may finish after ``finish()`` returns.
+    """
+    deadline = time.monotonic() + patience_s
+    while True:
+        data = b"".join(p.read_bytes() for p in paths() if p.exists())
+        if needle in data or time.monotonic() > deadline:
+            return data
+        time.sleep(0.2)

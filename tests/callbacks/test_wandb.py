@@ -10,6 +10,7 @@ from omegaconf import OmegaConf
 
 from genlab.callbacks.wandb import finish_wandb, is_logged_in, make_wandb_logger, resolve_mode, sweep_identity
 from genlab.errors import ConfigError
+from helpers import flushed_wandb_record
 
 
 @pytest.fixture(autouse=True)
@@ -91,19 +92,9 @@ def test_offline_run_is_created_with_group_tags_and_flat_config(tmp_path, multir
     finish_wandb()
     offline = list((run_dir / "wandb").glob(f"offline-run-*-{rid}"))
     assert len(offline) == 1
-    record = _flushed(offline[0] / f"run-{rid}.wandb", b"a-multirun_2026-01-01_00-00-00")
+    record = flushed_wandb_record(lambda: [offline[0] / f"run-{rid}.wandb"], b"a-multirun_2026-01-01_00-00-00")
     assert b"a-multirun_2026-01-01_00-00-00" in record
     assert b"model.x=5" in record and b"model.d_model" in record
-
-
-def _flushed(path, needle: bytes, patience_s: float = 60.0) -> bytes:
-    """The offline record as soon as the W&B service has flushed it (it writes asynchronously after finish)."""
-    deadline = time.monotonic() + patience_s
-    while True:
-        data = path.read_bytes() if path.exists() else b""
-        if needle in data or time.monotonic() > deadline:
-            return data
-        time.sleep(0.2)
 
 
 def test_resumed_run_continues_the_same_id(tmp_path):

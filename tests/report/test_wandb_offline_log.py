@@ -4,7 +4,6 @@ training sweep's group; an evaluation joins its checkpoint's training group."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ from omegaconf import OmegaConf
 
 from genlab.callbacks.wandb import join_training_group, sweep_identity, training_group
 from genlab.report.__main__ import main as report_main
+from helpers import flushed_wandb_record
 
 SWEEP = "multirun_2026-01-01_00-00-00"
 
@@ -62,11 +62,7 @@ def test_report_logs_the_table_offline_into_the_sweep_group(sweep, tmp_path, mon
     by_mem = {row[0]: row[2] for row in logged["data"]}  # mean over the two seeds
     assert by_mem == {"0": pytest.approx(101.5), "32": pytest.approx(69.5)}
     assert list(runs[0].rglob("*.png")), "the table's plot is logged too"
-    # The run record (.wandb) is written by W&B's service process, which may finish flushing just after us.
-    deadline, blob = time.monotonic() + 30, b""
-    while f"txl_mini-{SWEEP}".encode() not in blob and time.monotonic() < deadline:
-        time.sleep(0.2)
-        blob = b"".join(p.read_bytes() for p in runs[0].glob("*.wandb"))
+    blob = flushed_wandb_record(lambda: list(runs[0].glob("*.wandb")), f"txl_mini-{SWEEP}".encode())
     assert f"txl_mini-{SWEEP}".encode() in blob, "the report run is in the training sweep's group"
     assert b"report" in blob
 
