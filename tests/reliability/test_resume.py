@@ -40,6 +40,11 @@ FAMILIES = [
                                                  "data.masking.num_targets=5", "model.block_sizes=[1,1,1]",
                                                  "model.block_repeats=[1,1,1]", "task.scheduler.warmup_steps=3"],
                  ANY, id="funnel_mlm"),
+    # ELECTRA's generator samples replacements with Gumbel noise from the global RNG
+    pytest.param("funnel_b6_6_6_electra_mini", ["data.batch_size=4", "data.eval_batch_size=4", "data.seq_len=32",
+                                                "data.masking.num_targets=5", "model.block_sizes=[1,1,1]",
+                                                "model.block_repeats=[1,1,1]", "task.scheduler.warmup_steps=3"],
+                 ANY, id="funnel_electra"),
     # the kill lands in the adversarial phase, after the MLE warm-up (task.mle_steps)
     pytest.param("gdan_squad_gen_domain_adv_mini", ["data.mini=synthetic", "model.reader.embed_dim=8",
                                                     "model.reader.hidden=4", "model.generator.embed_dim=8",
