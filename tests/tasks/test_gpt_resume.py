@@ -1,7 +1,8 @@
 """GPT pretraining on a plain-text corpus (``data.path=``, the path tier) survives a SIGKILL of a real ``train.py``:
 the run restarted with ``ckpt_path=last`` ends with exactly the weights of an uninterrupted run (same batches,
 dropout masks, optimiser and schedule state), so the data position (random windows by (pass, step)) and every RNG
-are in the checkpoint. The mini presets of GPT pretraining and finetuning are rows of tests/reliability/test_resume.py."""
+are in the checkpoint. The mini presets of GPT pretraining and finetuning are rows of
+tests/reliability/test_resume.py."""
 
 from __future__ import annotations
 
