@@ -30,6 +30,12 @@ for name, ds in DATASETS.items():
 """
 
 
+def _arrays(reader, *args, **kwargs):
+    """A reader's splits as arrays (word readers stream their ids in chunks)."""
+    vocab, splits = reader(*args, **kwargs)
+    return vocab, {s: R.materialize(v) for s, v in splits.items()}
+
+
 def _digest(root: Path) -> dict[str, str]:
     return {
         str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
@@ -70,7 +76,7 @@ def test_wikitext103_mini_format_and_size(minis):
     assert any(line.startswith(" = = ") for line in lines)  # section headings
     tokens = train.split()
     assert "@-@" in tokens and "<unk>" in tokens and "@,@" in tokens
-    vocab, splits = R.read_wikitext(root)
+    vocab, splits = _arrays(R.read_wikitext, root)
     assert 250_000 <= len(splits["train"]) <= 600_000
     assert 10_000 <= len(splits["valid"]) and 10_000 <= len(splits["test"])
     assert 5_000 <= len(vocab) <= 20_000
@@ -82,8 +88,8 @@ def test_wikitext103_mini_format_and_size(minis):
 
 
 def test_wikitext2_mini_is_smaller_with_same_eval_articles(minis):
-    v103, s103 = R.read_wikitext(minis / "wikitext103")
-    v2, s2 = R.read_wikitext(minis / "wikitext2", vocab_splits=R.SPLITS)
+    v103, s103 = _arrays(R.read_wikitext, minis / "wikitext103")
+    v2, s2 = _arrays(R.read_wikitext, minis / "wikitext2", vocab_splits=R.SPLITS)
     assert len(s2["train"]) < len(s103["train"]) / 2
     for split in ("valid", "test"):
         a = (minis / "wikitext2" / f"wiki.{split}.tokens").read_text().split()
@@ -100,7 +106,7 @@ def test_ptb_mini_style(minis):
     assert not any(re.fullmatch(r"[\d.,:/-]+", t) for t in tokens)  # every number became N
     assert not set(",;:()?!\"") & set(text)
     assert text.startswith(" ") and text.split("\n")[0].endswith(" ")
-    vocab, splits = R.read_ptb(root)
+    vocab, splits = _arrays(R.read_ptb, root)
     assert len(vocab) == 5001  # 5,000 words incl. <unk> and N, plus <eos>
     assert 200_000 <= len(splits["train"]) <= 600_000 and len(splits["valid"]) > 10_000
 
@@ -109,7 +115,7 @@ def test_ptb_char_mini_spells_the_ptb_mini(minis):
     words = (minis / "ptb" / "ptb.valid.txt").read_text().split("\n")[0].split()
     chars = (minis / "ptb_char" / "ptb.char.valid.txt").read_text().split("\n")[0]
     assert chars == " _ ".join(" ".join(w) for w in words)
-    vocab, _ = R.read_ptb(minis / "ptb_char", char=True)
+    vocab, _ = _arrays(R.read_ptb, minis / "ptb_char", char=True)
     assert 30 <= len(vocab) <= 60
 
 

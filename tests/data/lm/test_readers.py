@@ -12,6 +12,13 @@ from genlab.data.lm.vocab import Vocab
 from genlab.errors import ConfigError, DataError
 
 
+def _arrays(reader, *args, **kwargs):
+    """A reader's splits as arrays (word readers stream their ids in chunks)."""
+    vocab, splits = reader(*args, **kwargs)
+    return vocab, {s: R.materialize(v) for s, v in splits.items()}
+
+
+
 def _wikitext(root, train, valid=" = V = \n valid a \n", test=" test a \n"):
     for split, text in {"train": train, "valid": valid, "test": test}.items():
         (root / f"wiki.{split}.tokens").write_text(text, encoding="utf-8")
@@ -23,7 +30,7 @@ WT_TRAIN = " \n = Title = \n \n a b a @-@ c , <unk> \n \n = = Sec = = \n \n b a 
 # ------------------------------------------------------------------------------------------------ WikiText
 def test_c17_wt103_appends_eos_to_blank_lines_too(tmp_path):
     _wikitext(tmp_path, WT_TRAIN)
-    vocab, splits = R.read_wikitext(tmp_path)
+    vocab, splits = _arrays(R.read_wikitext, tmp_path)
     train = vocab.decode(splits["train"])
     n_lines = WT_TRAIN.count("\n")
     assert train.count("<eos>") == n_lines  # one per line, blank lines included
@@ -33,7 +40,7 @@ def test_c17_wt103_appends_eos_to_blank_lines_too(tmp_path):
 
 def test_wt103_vocab_from_train_only_eos_first_frequency_order(tmp_path):
     _wikitext(tmp_path, WT_TRAIN, valid=" a zzz \n")
-    vocab, splits = R.read_wikitext(tmp_path, vocab_splits=("train",))
+    vocab, splits = _arrays(R.read_wikitext, tmp_path, vocab_splits=("train",))
     counts = Counter(WT_TRAIN.split())
     assert vocab.symbols == ["<eos>"] + [w for w, _ in counts.most_common()]
     assert "zzz" not in vocab
@@ -43,14 +50,14 @@ def test_wt103_vocab_from_train_only_eos_first_frequency_order(tmp_path):
 
 def test_wt2_counts_all_splits(tmp_path):
     _wikitext(tmp_path, WT_TRAIN, valid=" q q q q q q q \n")
-    vocab, _ = R.read_wikitext(tmp_path, vocab_splits=R.SPLITS)
+    vocab, _ = _arrays(R.read_wikitext, tmp_path, vocab_splits=R.SPLITS)
     assert vocab.symbols[:2] == ["<eos>", "q"]  # 7 counts in valid beat everything in train
 
 
 def test_wikitext_without_unk_symbol_rejects_oov(tmp_path):
     _wikitext(tmp_path, " a b \n", valid=" c \n", test=" a \n")
     with pytest.raises(DataError, match="wiki.valid.tokens: symbol 'c' is not in the vocabulary"):
-        R.read_wikitext(tmp_path)
+        _arrays(R.read_wikitext, tmp_path)
 
 
 # ------------------------------------------------------------------------------------------------ PTB
@@ -64,7 +71,7 @@ def _ptb(root, char=False):
 
 def test_ptb_vocab_from_all_splits_and_eos_per_line(tmp_path):
     texts = _ptb(tmp_path)
-    vocab, splits = R.read_ptb(tmp_path)
+    vocab, splits = _arrays(R.read_ptb, tmp_path)
     assert vocab.symbols[:2] == ["<eos>", "the"]
     assert set(vocab.symbols) == {"<eos>", "the", "cat", "sat", "N", "dog", "a", "<unk>"}
     assert vocab.decode(splits["valid"]) == ["a", "cat", "<eos>"]
@@ -73,13 +80,13 @@ def test_ptb_vocab_from_all_splits_and_eos_per_line(tmp_path):
 
 def test_ptb_first_appearance_order_is_the_mos_rule(tmp_path):
     _ptb(tmp_path)
-    vocab, _ = R.read_ptb(tmp_path, order="first_appearance")
+    vocab, _ = _arrays(R.read_ptb, tmp_path, order="first_appearance")
     assert vocab.symbols == ["the", "cat", "sat", "<eos>", "N", "dog", "a", "<unk>"]
 
 
 def test_ptb_lower_case_is_the_txl_setting(tmp_path):
     _ptb(tmp_path)
-    vocab, splits = R.read_ptb(tmp_path, lower_case=True)
+    vocab, splits = _arrays(R.read_ptb, tmp_path, lower_case=True)
     assert "n" in vocab and "N" not in vocab and "<unk>" in vocab and vocab.symbols[0] == "<eos>"
     corpus = load_lm_corpus("ptb", "path", str(tmp_path), cache_dir=tmp_path / "c")
     assert corpus.vocab.symbols == vocab.symbols  # TXL default
@@ -91,7 +98,7 @@ def test_ptb_lower_case_is_the_txl_setting(tmp_path):
 def test_ptb_char_reader(tmp_path):
     for s in R.SPLITS:
         (tmp_path / f"ptb.char.{s}.txt").write_text("a b _ c\nc _ a\n")
-    vocab, splits = R.read_ptb(tmp_path, char=True)
+    vocab, splits = _arrays(R.read_ptb, tmp_path, char=True)
     assert vocab.decode(splits["train"]) == ["a", "b", "_", "c", "<eos>", "c", "_", "a", "<eos>"]
 
 
@@ -279,7 +286,7 @@ def test_lm1b_mos_mini_has_the_mos_heldout_shards(tmp_path):
 def test_empty_split_is_a_data_error_naming_the_file(tmp_path):
     _wikitext(tmp_path, WT_TRAIN, test="")
     with pytest.raises(DataError, match="wiki.test.tokens.*empty"):
-        R.read_wikitext(tmp_path)
+        _arrays(R.read_wikitext, tmp_path)
     for s in R.SPLITS:
         (tmp_path / f"{s}.txt").write_text("65 66" if s != "valid" else "  \n ")
     with pytest.raises(DataError, match="valid.txt holds no tokens"):
@@ -290,17 +297,17 @@ def test_non_utf8_file_is_a_data_error(tmp_path):
     _wikitext(tmp_path, WT_TRAIN)
     (tmp_path / "wiki.valid.tokens").write_bytes(b"\xff\xfe bad \n")
     with pytest.raises(DataError, match="wiki.valid.tokens is not valid UTF-8"):
-        R.read_wikitext(tmp_path)
+        _arrays(R.read_wikitext, tmp_path)
     (tmp_path / "wiki.train.tokens").write_bytes(b" ok \n \xc3\x28 \n")  # the file the vocabulary is counted on
     with pytest.raises(DataError, match="wiki.train.tokens is not valid UTF-8"):
-        R.read_wikitext(tmp_path)
+        _arrays(R.read_wikitext, tmp_path)
 
 
 def test_missing_split_file_is_a_data_error(tmp_path):
     _wikitext(tmp_path, WT_TRAIN)
     (tmp_path / "wiki.test.tokens").unlink()
     with pytest.raises(DataError, match="wiki.test.tokens is missing"):
-        R.read_wikitext(tmp_path)
+        _arrays(R.read_wikitext, tmp_path)
 
 
 def test_load_lm_corpus_path_tier_and_cache(tmp_path):
@@ -311,7 +318,7 @@ def test_load_lm_corpus_path_tier_and_cache(tmp_path):
     c = load_lm_corpus("wikitext103", "path", str(data), cache_dir=cache)
     assert (c.level, c.metric) == ("word", "ppl")
     assert isinstance(c.splits["train"], np.memmap) and c.splits["train"].dtype == np.int32
-    ref_vocab, ref = R.read_wikitext(data)
+    ref_vocab, ref = _arrays(R.read_wikitext, data)
     assert c.vocab.symbols == ref_vocab.symbols
     assert all(np.array_equal(c.splits[s], ref[s]) for s in R.SPLITS)
     entries = list((cache / "tokens").iterdir())
@@ -403,3 +410,23 @@ def test_vocab_file_for_bytes_must_cover_the_corpus(tmp_path):
     assert splits["train"].tolist() == [2, 1, 0]
     with pytest.raises(DataError, match="symbol '66' is not in the given vocabulary"):
         R.read_enwik8(tmp_path, vocab=Vocab(["65", "67"]))
+
+
+def test_word_corpus_is_the_same_in_pieces_and_over_processes(tmp_path, monkeypatch):
+    _wikitext(tmp_path, WT_TRAIN * 5, valid=WT_TRAIN, test=" a b \n")
+    ref_vocab, ref = _arrays(R.read_wikitext, tmp_path, "first_appearance")
+    monkeypatch.setattr("genlab.data.text.chunks.PIECE_BYTES", 16)
+    for procs in (1, 2):
+        vocab, splits = _arrays(R.read_wikitext, tmp_path, "first_appearance", num_proc=procs)
+        assert vocab.symbols == ref_vocab.symbols
+        assert all(splits[s].tobytes() == ref[s].tobytes() for s in R.SPLITS)
+
+
+def test_cache_key_is_one_whichever_tier_or_spelling_names_the_folder(tmp_path, monkeypatch):
+    (tmp_path / "ptb").mkdir()
+    _ptb(tmp_path / "ptb")
+    (tmp_path / "link").symlink_to(tmp_path / "ptb")
+    monkeypatch.chdir(tmp_path)
+    for source, path in [("path", "ptb"), ("download", "ptb"), ("path", "ptb/"), ("path", str(tmp_path / "link"))]:
+        load_lm_corpus("ptb", source, path, cache_dir=tmp_path / "cache")
+    assert len(list((tmp_path / "cache" / "tokens").iterdir())) == 1

@@ -8,6 +8,7 @@ import pytest
 
 from genlab.data.lm import token_cache as T
 from genlab.data.lm.vocab import Vocab
+from genlab.errors import DataError
 
 
 def _build(chunks):
@@ -51,9 +52,45 @@ def test_failed_build_leaves_no_entry(tmp_path):
 
 def test_key_follows_files_and_settings(tmp_path):
     (tmp_path / "a.txt").write_text("x")
-    k1 = T.cache_key("d", "path", tmp_path, ["a.txt"], {"o": 1})
-    assert T.cache_key("d", "path", tmp_path, ["a.txt"], {"o": 1}) == k1
-    assert T.cache_key("d", "path", tmp_path, ["a.txt"], {"o": 2}) != k1
-    assert T.cache_key("d", "mini", tmp_path, ["a.txt"], {"o": 1}) != k1
+    k1 = T.cache_key("d", tmp_path, ["a.txt"], {"o": 1})
+    assert T.cache_key("d", tmp_path, ["a.txt"], {"o": 1}) == k1
+    assert T.cache_key("d", tmp_path, ["a.txt"], {"o": 2}) != k1
     (tmp_path / "a.txt").write_text("xy")
-    assert T.cache_key("d", "path", tmp_path, ["a.txt"], {"o": 1}) != k1
+    assert T.cache_key("d", tmp_path, ["a.txt"], {"o": 1}) != k1
+
+@pytest.mark.parametrize("damage", ["truncate", "flip"])
+def test_damaged_entry_is_detected_logged_and_rebuilt(tmp_path, caplog, damage):
+    calls = []
+
+    def build():
+        calls.append(1)
+        return Vocab(["a", "b", "c"]), {"train": np.array([0, 1, 2, 1], dtype=np.int32)}
+
+    _, _, entry = T.load_or_build(tmp_path, "toy", "k", build)
+    data = bytearray((entry / "train.npy").read_bytes())
+    if damage == "truncate":
+        data = data[:-4]
+    else:
+        data[-1] ^= 0xFF  # same size, one id changed: only the checksum sees it
+    (entry / "train.npy").write_bytes(bytes(data))
+    with caplog.at_level("WARNING", logger="genlab"):
+        _, splits, _ = T.load_or_build(tmp_path, "toy", "k", build)
+    assert len(calls) == 2 and splits["train"].tolist() == [0, 1, 2, 1]
+    assert "train.npy is " + ("truncated" if damage == "truncate" else "corrupted") in caplog.text
+    assert "rebuilding" in caplog.text
+
+
+def test_entry_without_manifest_is_never_read(tmp_path):
+    build = _build([np.array([1, 2])])
+    _, _, entry = T.load_or_build(tmp_path, "toy", "k", build)
+    (entry / "manifest.json").unlink()  # as an interrupted copy would leave it
+    _, splits, _ = T.load_or_build(tmp_path, "toy", "k", build)
+    assert splits["train"].tolist() == [1, 2] and (entry / "manifest.json").is_file()
+
+
+def test_unwritable_cache_is_a_data_error_naming_the_folder(tmp_path):
+    blocker = tmp_path / "cache"
+    blocker.write_text("a file where the cache folder should be")
+    with pytest.raises(DataError, match=r"cannot write the data cache under .*cache.*cache_dir"):
+        T.load_or_build(blocker, "toy", "k", _build([np.array([1])]))
+    assert blocker.read_text().startswith("a file")  # nothing written before is lost

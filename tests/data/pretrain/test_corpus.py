@@ -177,3 +177,44 @@ def test_race_mini_tapt_adds_the_race_training_questions_and_nothing_held_out(tm
     assert not lines & cloze_eval_sentences()
     article_lines = {s for obj in kept for s in split_sentences(obj["article"])}
     assert all("_" in line for line in lines - article_lines)  # questions keep their blank: no answer filled in
+
+
+def _entry_bytes(cache: Path) -> dict[str, bytes]:
+    (entry,) = cache.glob("tokens-*")
+    return {n: (entry / n).read_bytes() for n in ("tokens.i32", "sent.u8")}
+
+
+def test_pieces_and_processes_give_the_same_cache_bytes(tmp_path, tok, monkeypatch):
+    _write_corpus(tmp_path / "c", n_docs=6, shards=3)
+    files = sorted((tmp_path / "c").glob("*.txt"))
+    whole = tokenize_split(files, tok, tmp_path / "whole")  # one piece per shard
+    monkeypatch.setattr("genlab.data.text.chunks.PIECE_BYTES", 40)  # many pieces, cut mid-document
+    tokenize_split(files, tok, tmp_path / "one", num_proc=1)
+    tokenize_split(files, tok, tmp_path / "two", num_proc=2)
+    assert _entry_bytes(tmp_path / "one") == _entry_bytes(tmp_path / "two") == _entry_bytes(tmp_path / "whole")
+    assert len(whole) > 100
+
+
+def test_cache_key_ignores_how_the_folder_is_named(tmp_path, tok, monkeypatch):
+    _write_corpus(tmp_path / "real", n_docs=2, shards=2)
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    monkeypatch.chdir(tmp_path)
+    for spelling in ("real", "real/", str(tmp_path / "real"), "link"):
+        tokenize_split(sorted(Path(spelling).glob("*.txt")), tok, tmp_path / "cache")
+    assert len(list((tmp_path / "cache").glob("tokens-*"))) == 1
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    (b"", r"b.txt is empty \(0 bytes\)"),
+    (b"text\n\x00\x01binary\n", r"b.txt is a binary file"),
+    (b"text\ncaf\xe9\n", r"b.txt is not valid UTF-8 text"),
+])
+def test_bad_shard_is_named_and_nothing_cached_is_lost(tmp_path, tok, data, message):
+    good, bad = tmp_path / "a.txt", tmp_path / "b.txt"
+    good.write_text("the cat sat\n")
+    tokenize_split([good], tok, tmp_path / "cache")
+    before = {p: p.read_bytes() for p in (tmp_path / "cache").rglob("*") if p.is_file()}
+    bad.write_bytes(data)
+    with pytest.raises(DataError, match=message):
+        tokenize_split([good, bad], tok, tmp_path / "cache")
+    assert {p: p.read_bytes() for p in (tmp_path / "cache").rglob("*") if p.is_file()} == before

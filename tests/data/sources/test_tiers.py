@@ -13,8 +13,6 @@ import pytest
 
 from genlab.data.lm import readers as R
 from genlab.data.lm.corpora import DATASETS, load_lm_corpus
-from genlab.data.lm.token_cache import load_or_build
-from genlab.data.lm.vocab import Vocab
 from genlab.data.sources.tiers import DatasetSpec, RemoteFile, locate, package_file
 from genlab.errors import DataError
 
@@ -111,17 +109,6 @@ def test_truncated_download_is_reported_as_corrupt(served_enwik8, tmp_path):
     )
     with pytest.raises(DataError, match="enwik8.zip is corrupt or truncated.*download it again"):
         locate(cut, "download", None, tmp_path / "cache")
-
-
-def test_truncated_token_cache_is_reported(tmp_path):
-    def build():
-        return Vocab(["a", "b"]), {s: np.array([0, 1, 1], dtype=np.int32) for s in R.SPLITS}
-
-    _, splits, entry = load_or_build(tmp_path, "toy", "k", build)
-    assert splits["train"].tolist() == [0, 1, 1]
-    (entry / "valid.npy").write_bytes((entry / "valid.npy").read_bytes()[:60])
-    with pytest.raises(DataError, match="token cache .* corrupt.*delete"):
-        load_or_build(tmp_path, "toy", "k", build)
 
 
 def test_empty_corpus_through_load_lm_corpus(tmp_path):

@@ -23,6 +23,7 @@ from genlab.data.lm.token_cache import cache_key, load_or_build
 from genlab.data.lm.vocab import Vocab
 from genlab.data.sources import tiers as sources
 from genlab.data.sources.tiers import DatasetSpec, RemoteFile, locate
+from genlab.data.text.parallel import resolve_num_proc
 from genlab.errors import ConfigError, DataError
 
 
@@ -51,7 +52,7 @@ class LMDataset:
     spec: DatasetSpec
     level: str
     metric: str
-    read: Callable[..., tuple[Vocab, dict[str, np.ndarray]]]  # (root, given vocab or None, **settings)
+    read: Callable[..., tuple[Vocab, dict[str, np.ndarray]]]  # (root, given vocab or None, num_proc, **settings)
     options: dict[str, Any]  # option name -> default
     choices: dict[str, tuple] = field(default_factory=dict)
 
@@ -93,10 +94,10 @@ LM1B_FILES = (*R.LM1B_TRAIN_SHARDS, R.LM1B_HELDOUT, R.LM1B_VOCAB)
 LM1B_MOS_FILES = (*R.LM1B_TRAIN_SHARDS, *R.LM1B_MOS_VALID, *R.LM1B_MOS_TEST)
 
 
-def _read_lm1b_mos(root: Path, vocab: Vocab | None, vocab_size: int, shuffle_seed: int):
+def _read_lm1b_mos(root: Path, vocab: Vocab | None, num_proc: int, vocab_size: int, shuffle_seed: int):
     """MoS 1B (spec mos.md §4, P16): lower-cased, top-``vocab_size`` vocabulary from the training shards,
     ``<eos>`` after every sentence, valid heldout-00/10 and test heldout-20/30/40."""
-    vocab = R.build_lm1b_top_vocab(root, vocab_size) if vocab is None else vocab
+    vocab = R.build_lm1b_top_vocab(root, vocab_size, num_proc=num_proc) if vocab is None else vocab
     return R.read_lm1b(root, "eos", shuffle_seed, valid_shards=R.LM1B_MOS_VALID, test_shards=R.LM1B_MOS_TEST,
                        vocab=vocab, lower=True)
 
@@ -110,7 +111,7 @@ DATASETS: dict[str, LMDataset] = {
             "242ba0f20b329cfdf1ccc61e9e9e5b59becf189db7f7a81cd2a0e2fc31539590", lm_minis.build_wikitext103_mini,
         ),
         "word", "ppl",
-        lambda root, vocab, vocab_order: R.read_wikitext(root, vocab_order, ("train",), vocab),  # TXL: train only
+        lambda root, vocab, num_proc, vocab_order: R.read_wikitext(root, vocab_order, ("train",), vocab, num_proc),  # TXL: train only
         {"vocab_order": "frequency", "vocab_file": None}, ORDER_CHOICES,
     ),
     "wikitext2": LMDataset(
@@ -119,7 +120,7 @@ DATASETS: dict[str, LMDataset] = {
             "92675f1d63015c1c8b51f1656a52d5bdbc33aafa60cc47a218a66e7ee817488c", lm_minis.build_wikitext2_mini,
         ),
         "word", "ppl",
-        lambda root, vocab, vocab_order: R.read_wikitext(root, vocab_order, R.SPLITS, vocab),  # TXL/MoS: all splits
+        lambda root, vocab, num_proc, vocab_order: R.read_wikitext(root, vocab_order, R.SPLITS, vocab, num_proc),  # TXL/MoS: all splits
         {"vocab_order": "frequency", "vocab_file": None}, ORDER_CHOICES,
     ),
     "ptb": LMDataset(
@@ -132,7 +133,8 @@ DATASETS: dict[str, LMDataset] = {
             homepage="http://www.fit.vutbr.cz/~imikolov/rnnlm/",
         ),
         "word", "ppl",
-        lambda root, vocab, vocab_order, lower_case: R.read_ptb(root, vocab_order, lower_case=lower_case, vocab=vocab),
+        lambda root, vocab, num_proc, vocab_order, lower_case: R.read_ptb(root, vocab_order, lower_case=lower_case,
+                                                                     vocab=vocab, num_proc=num_proc),
         {"vocab_order": "frequency", "lower_case": True, "vocab_file": None},  # TXL lowercases PTB; MoS keeps case
         {**ORDER_CHOICES, "lower_case": (True, False)},
     ),
@@ -149,7 +151,7 @@ DATASETS: dict[str, LMDataset] = {
             homepage="http://www.fit.vutbr.cz/~imikolov/rnnlm/",
         ),
         "char", "bpc",
-        lambda root, vocab, vocab_order: R.read_ptb(root, vocab_order, char=True, vocab=vocab),
+        lambda root, vocab, num_proc, vocab_order: R.read_ptb(root, vocab_order, char=True, vocab=vocab, num_proc=num_proc),
         {"vocab_order": "frequency", "vocab_file": None}, ORDER_CHOICES,
     ),
     "enwik8": LMDataset(
@@ -168,7 +170,7 @@ DATASETS: dict[str, LMDataset] = {
             homepage="http://mattmahoney.net/dc/textdata.html",
         ),
         "char", "bpc",
-        lambda root, vocab, keep_newlines: R.read_enwik8(root, keep_newlines, vocab),
+        lambda root, vocab, num_proc, keep_newlines: R.read_enwik8(root, keep_newlines, vocab),
         {"keep_newlines": False, "vocab_file": None}, {"keep_newlines": (False, True)},
     ),
     "text8": LMDataset(
@@ -181,7 +183,7 @@ DATASETS: dict[str, LMDataset] = {
             homepage="http://mattmahoney.net/dc/textdata.html",
         ),
         "char", "bpc",
-        lambda root, vocab: R.read_text8(root, vocab),
+        lambda root, vocab, num_proc: R.read_text8(root, vocab),
         {"vocab_file": None},
     ),
     "lm1b": LMDataset(
@@ -198,7 +200,7 @@ DATASETS: dict[str, LMDataset] = {
             homepage="http://www.statmt.org/lm-benchmark/",
         ),
         "word", "ppl",
-        lambda root, vocab, convention, shuffle_seed: R.read_lm1b(root, convention, shuffle_seed),  # vocab: its file
+        lambda root, vocab, num_proc, convention, shuffle_seed: R.read_lm1b(root, convention, shuffle_seed),  # vocab: its file
         {"convention": "pytorch", "shuffle_seed": 0}, {"convention": R.LM1B_CONVENTIONS},
     ),
     "lm1b_mos": LMDataset(
@@ -238,6 +240,7 @@ def load_lm_corpus(
     source: str = "mini",
     path: str | None = None,
     cache_dir: str | os.PathLike | None = None,
+    num_proc: int | None = None,
     **options: Any,
 ) -> LMCorpus:
     """Token ids of benchmark ``name`` from tier ``source`` (mini | path | download), cached after the first call.
@@ -248,6 +251,7 @@ def load_lm_corpus(
     Defaults follow the Transformer-XL pipeline; the MoS/AWD-LSTM one is ``vocab_order=first_appearance`` (and
     ``lower_case=false`` for PTB). ``vocab_file`` (a saved :class:`Vocab` JSON, e.g. the vocabulary shipped with an
     imported checkpoint, TXL P25) encodes the corpus with that vocabulary instead of rebuilding one.
+    ``num_proc`` processes tokenise (None: the available cores, at most 8); the cache does not depend on it.
     """
     ds = DATASETS.get(name)
     if ds is None:
@@ -258,8 +262,9 @@ def load_lm_corpus(
     root = locate(ds.spec, source, path, cache_dir)
     cache_root = Path(cache_dir) if cache_dir else sources.DEFAULT_CACHE  # same default as locate()
     key_settings = {**settings, "vocab": given.fingerprint() if given else None}  # keyed by content, not path
-    key = cache_key(name, source, root, ds.spec.files, key_settings)
-    vocab, splits, _ = load_or_build(cache_root, name, key, lambda: ds.read(root, given, **settings))
+    key = cache_key(name, root, ds.spec.files, key_settings)
+    procs = resolve_num_proc(num_proc)
+    vocab, splits, _ = load_or_build(cache_root, name, key, lambda: ds.read(root, given, procs, **settings))
     missing = [s for s in R.SPLITS if s not in splits]
     if missing:
         raise DataError(f"dataset {name}: the reader produced no {missing} split.")

@@ -42,12 +42,14 @@ class LMDataModule(pl.LightningDataModule):
         eval_ext_len: int = 0,
         num_workers: int = 0,
         options: dict[str, Any] | None = None,
+        num_proc: int | None = None,
     ):
         super().__init__()
         self.dataset, self.source, self.path, self.cache_dir = dataset, source, path, cache_dir
         self.batch_size, self.tgt_len, self.ext_len = batch_size, tgt_len, ext_len
         self.eval_batch_size, self.eval_tgt_len = eval_batch_size, eval_tgt_len or tgt_len
         self.eval_ext_len, self.num_workers, self.options = eval_ext_len, num_workers, dict(options or {})
+        self.num_proc = num_proc  # tokenising processes (None: the available cores)
         self.corpus = None
         self._train: ChunkedStreamSegments | None = None
         self._sampler: ResumableSequentialSampler | None = None
@@ -55,7 +57,7 @@ class LMDataModule(pl.LightningDataModule):
 
     # -- corpus ---------------------------------------------------------------------------------------------
     def _load(self):
-        return load_lm_corpus(self.dataset, self.source, self.path, self.cache_dir, **self.options)
+        return load_lm_corpus(self.dataset, self.source, self.path, self.cache_dir, self.num_proc, **self.options)
 
     def prepare_data(self) -> None:
         self._load()  # builds the mini / downloads / tokenises once, on one process per node

@@ -10,11 +10,15 @@ from __future__ import annotations
 import os
 import zipfile
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from genlab.data.lm.vocab import Order, Vocab, build_value_vocab, build_word_vocab
+from genlab.data.text.chunks import Piece, decode_piece, line_pieces, split_lines, total_bytes
+from genlab.data.text.parallel import ordered_map
+from genlab.data.text.progress import Progress
 from genlab.errors import DataError
 from genlab.utils import atomic_write
 
@@ -43,20 +47,36 @@ def _read_lines(path: Path) -> Iterable[list[str]]:
         raise DataError(f"cannot read {path} ({err}).") from err
 
 
-def encode_word_file(path: Path, vocab: Vocab, eos: str | None = EOS, lower: bool = False) -> np.ndarray:
-    """Ids of a whitespace-tokenised file, ``eos`` appended to every line (blank lines included)."""
-    parts = []
-    for block in _read_lines(path):
-        lines = [line.lower() for line in block] if lower else block
-        if eos is None:
-            tokens = "".join(lines).split()
-        else:
-            # one marker per line, blank lines included: "a b\n", "\n" -> a b <eos> <eos>
-            tokens = f" {eos} ".join(lines).split()
-            tokens.append(eos)
-        parts.append(vocab.encode(tokens, where=str(path)))
-    ids = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
-    return _non_empty(ids, path)
+@dataclass(frozen=True)
+class WordEncoder:
+    """Ids of one piece of a whitespace-tokenised file, ``eos`` appended to every line (blank lines included)."""
+
+    vocab: Vocab
+    eos: str | None = EOS
+    lower: bool = False
+
+    def __call__(self, piece: Piece) -> tuple[np.ndarray, int]:
+        text = decode_piece(piece)
+        text = text.lower() if self.lower else text
+        if self.eos is None:
+            tokens = text.split()
+        else:  # one marker per line, blank lines included: "a b\n", "\n" -> a b <eos> <eos>
+            tokens = f" {self.eos} ".join(split_lines(text)).split()
+            tokens.append(self.eos)
+        return self.vocab.encode(tokens, where=piece.path), len(piece.data)
+
+
+def encode_word_file(path: Path, vocab: Vocab, eos: str | None = EOS, lower: bool = False,
+                     num_proc: int = 1) -> Iterator[np.ndarray]:
+    """The ids of ``path`` as a stream of chunks (one per piece of the file), encoded over ``num_proc`` processes."""
+    progress = Progress(f"encoding {Path(path).name}", total_bytes([path]))
+    n = 0
+    for ids, n_bytes in ordered_map(WordEncoder(vocab, eos, lower), line_pieces(path), num_proc):
+        n += len(ids)
+        progress.advance(n_bytes)
+        yield ids
+    progress.finish()
+    _non_empty(np.zeros(n, dtype=np.int32), path)
 
 
 def _non_empty(ids: np.ndarray, path: Path) -> np.ndarray:
@@ -72,7 +92,8 @@ def read_word_corpus(
     unk: str | None = "<unk>",
     lower: bool = False,
     vocab: Vocab | None = None,
-) -> tuple[Vocab, dict[str, np.ndarray]]:
+    num_proc: int = 1,
+) -> tuple[Vocab, dict[str, Iterator[np.ndarray]]]:
     """WikiText / PTB style: ``<eos>`` appended to each line; id 0 in frequency order, inline in first-appearance.
 
     ``unk`` is used for out-of-vocabulary tokens only when the vocabulary contains it (these corpora are
@@ -86,25 +107,28 @@ def read_word_corpus(
             raise DataError(f"{path} is empty (0 bytes): the {split} split has no text. Replace it with the real file.")
     if vocab is None:
         specials = (EOS,) if order == "frequency" else ()  # MoS meets <eos> inline, after the first line's words
-        vocab = build_word_vocab([files[s] for s in vocab_splits], specials=specials, order=order, lower=lower)
+        vocab = build_word_vocab([files[s] for s in vocab_splits], specials=specials, order=order, lower=lower,
+                                 num_proc=num_proc)
     if unk is not None and unk in vocab and vocab.unk is None:
         vocab = Vocab(vocab.symbols, unk=unk, specials=vocab.specials)
-    return vocab, {s: encode_word_file(p, vocab, lower=lower) for s, p in files.items()}
+    return vocab, {s: encode_word_file(p, vocab, lower=lower, num_proc=num_proc) for s, p in files.items()}
 
 
 def read_wikitext(
-    root: Path, order: Order = "frequency", vocab_splits: Sequence[str] = ("train",), vocab: Vocab | None = None
+    root: Path, order: Order = "frequency", vocab_splits: Sequence[str] = ("train",), vocab: Vocab | None = None,
+    num_proc: int = 1,
 ):
     """``wiki.{train,valid,test}.tokens`` (WikiText-103 and WikiText-2): case kept, ``<eos>`` on every line.
 
     TXL counts train only for WT103 and train+valid+test for WT2; the vocabulary is the same set either way.
     """
     files = {s: Path(root) / f"wiki.{s}.tokens" for s in SPLITS}
-    return read_word_corpus(files, vocab_splits, order=order, vocab=vocab)
+    return read_word_corpus(files, vocab_splits, order=order, vocab=vocab, num_proc=num_proc)
 
 
 def read_ptb(
-    root: Path, order: Order = "frequency", char: bool = False, lower_case: bool = False, vocab: Vocab | None = None
+    root: Path, order: Order = "frequency", char: bool = False, lower_case: bool = False, vocab: Vocab | None = None,
+    num_proc: int = 1,
 ):
     """Mikolov's ``ptb.{split}.txt`` (word) or ``ptb.char.{split}.txt`` (char); vocab from all three splits.
 
@@ -112,7 +136,7 @@ def read_ptb(
     """
     stem = "ptb.char" if char else "ptb"
     files = {s: Path(root) / f"{stem}.{s}.txt" for s in SPLITS}
-    return read_word_corpus(files, SPLITS, order=order, lower=lower_case, vocab=vocab)
+    return read_word_corpus(files, SPLITS, order=order, lower=lower_case, vocab=vocab, num_proc=num_proc)
 
 
 # ---------------------------------------------------------------------------------------------- enwik8
@@ -347,14 +371,15 @@ def _sentences(path: Path, lower: bool = False) -> list[str]:
     return out
 
 
-def build_lm1b_top_vocab(root: Path, size: int, train_shards: Sequence[str] = LM1B_TRAIN_SHARDS) -> Vocab:
+def build_lm1b_top_vocab(root: Path, size: int, train_shards: Sequence[str] = LM1B_TRAIN_SHARDS,
+                         num_proc: int = 1) -> Vocab:
     """MoS 1B vocabulary: ``<eos>``, ``<unk>`` and the ``size - 2`` most frequent lower-cased training words, so
     that it has exactly ``size`` symbols (spec mos.md §4: "the top 100K tokens"; C15 counts V = 100,000)."""
     specials = (EOS, "<unk>")
     if size <= len(specials):
         raise DataError(f"lm1b vocab_size={size} leaves no room for words; use more than {len(specials)}.")
     return build_word_vocab([Path(root) / s for s in train_shards], specials=specials, unk="<unk>",
-                            max_size=size - len(specials), lower=True)
+                            max_size=size - len(specials), lower=True, num_proc=num_proc)
 
 
 def read_lm1b(

@@ -1,32 +1,32 @@
 """Tokenise a corpus once; later loads memory-map the cached ids.
 
-A cache entry is a folder ``<cache>/tokens/<dataset>-<key>/`` holding ``vocab.json``, one ``<split>.npy`` (int32)
-per split and ``meta.json``. The key hashes the dataset name, the source tier, every input file's name, size and
-mtime, the reader settings and the cache format, so any change to the files or settings builds a new entry. The
-folder is built under a temporary name and renamed into place, so a crash never leaves a half entry.
+A cache entry is a folder ``<cache>/tokens/<dataset>-<key>/`` holding ``vocab.json`` and one ``<split>.npy``
+(int32) per split, published whole with a size/checksum manifest (:mod:`genlab.data.text.cache_entry`): a crash
+never leaves a half entry, and a damaged one is rebuilt. The key hashes the dataset name, every input file's path
+relative to the dataset folder, size and mtime, the reader settings and the cache format: the same files give the
+same key whichever tier, spelling or symlink named their folder, and a replaced file gives a new one.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
 import struct
-import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from genlab.data.lm.vocab import Vocab
+from genlab.data.text.cache_entry import build_entry, verified_meta
 from genlab.errors import DataError
 from genlab.utils import stable_hash
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: manifest with checksums; the source tier left the key
 
 
 def file_stamp(root: Path, files: Sequence[str]) -> tuple:
-    """(name, size, mtime_ns) of every input file: cheap, and changes whenever a file is replaced."""
+    """(name, size, mtime_ns) of every input file: cheap, and changes whenever a file is replaced. Hashing the
+    contents instead would cost every run a full read (~15 s for 13 GB); a copy that loses the times only
+    costs one rebuild."""
     out = []
     for name in files:
         st = (Path(root) / name).stat()
@@ -34,8 +34,8 @@ def file_stamp(root: Path, files: Sequence[str]) -> tuple:
     return tuple(out)
 
 
-def cache_key(dataset: str, source: str, root: Path, files: Sequence[str], settings: Mapping) -> str:
-    return stable_hash(CACHE_FORMAT, dataset, source, file_stamp(root, files), sorted(settings.items()))
+def cache_key(dataset: str, root: Path, files: Sequence[str], settings: Mapping) -> str:
+    return stable_hash(CACHE_FORMAT, dataset, file_stamp(root, files), sorted(settings.items()))
 
 
 def load_or_build(
@@ -44,34 +44,20 @@ def load_or_build(
     key: str,
     build: Callable[[], tuple[Vocab, Mapping[str, np.ndarray | Iterable[np.ndarray]]]],
 ) -> tuple[Vocab, dict[str, np.ndarray], Path]:
-    """Return (vocab, memory-mapped splits, entry folder), building the entry with ``build()`` when absent."""
+    """Return (vocab, memory-mapped splits, entry folder), building the entry with ``build()`` when absent or
+    damaged."""
     entry = Path(cache_root) / "tokens" / f"{dataset}-{key}"
-    if not (entry / "meta.json").is_file():
-        vocab, splits = build()
-        _write_entry(entry, vocab, splits)
-    return _read_entry(entry)
+    meta = verified_meta(entry)
+    if meta is None:
+        build_entry(entry, lambda folder: _fill(folder, *build()))
+        meta = verified_meta(entry)
+    return _read_entry(entry, meta)
 
 
-def _write_entry(entry: Path, vocab: Vocab, splits: dict[str, np.ndarray]) -> None:
-    entry.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=entry.parent, prefix=f".{entry.name}."))
-    try:
-        lengths = {split: _save_ids(tmp / f"{split}.npy", ids, len(vocab)) for split, ids in splits.items()}
-        vocab.save(tmp / "vocab.json")
-        meta = {
-            "format": CACHE_FORMAT,
-            "vocab_size": len(vocab),
-            "vocab_fingerprint": vocab.fingerprint(),
-            "splits": lengths,
-        }
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=1))  # written last: marks the entry complete
-        try:
-            os.replace(tmp, entry)
-        except OSError:
-            if not (entry / "meta.json").is_file():  # not a lost race with an identical concurrent build
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+def _fill(folder: Path, vocab: Vocab, splits: Mapping[str, np.ndarray | Iterable[np.ndarray]]) -> dict:
+    lengths = {split: _save_ids(folder / f"{split}.npy", ids, len(vocab)) for split, ids in splits.items()}
+    vocab.save(folder / "vocab.json")
+    return {"vocab_size": len(vocab), "vocab_fingerprint": vocab.fingerprint(), "splits": lengths}
 
 
 NPY_HEADER_BYTES = 128
@@ -102,16 +88,15 @@ def _save_ids(path: Path, ids: np.ndarray | Iterable[np.ndarray], vocab_size: in
     return n
 
 
-def _read_entry(entry: Path) -> tuple[Vocab, dict[str, np.ndarray], Path]:
+def _read_entry(entry: Path, meta: dict) -> tuple[Vocab, dict[str, np.ndarray], Path]:
     try:
-        meta = json.loads((entry / "meta.json").read_text())
         vocab = Vocab.load(entry / "vocab.json")
         splits = {s: np.load(entry / f"{s}.npy", mmap_mode="r") for s in meta["splits"]}
     except (OSError, ValueError, KeyError) as err:
         raise DataError(f"token cache {entry} is corrupt ({err}); delete the folder and run again.") from err
     for s, n in meta["splits"].items():
         if splits[s].shape != (n,) or splits[s].dtype != np.int32:
-            raise DataError(f"token cache {entry}/{s}.npy does not match meta.json; delete the folder and rerun.")
+            raise DataError(f"token cache {entry}/{s}.npy does not match its manifest; delete the folder and rerun.")
     if vocab.fingerprint() != meta["vocab_fingerprint"]:
-        raise DataError(f"token cache {entry}: vocab.json does not match meta.json; delete the folder and rerun.")
+        raise DataError(f"token cache {entry}: vocab.json does not match its manifest; delete the folder and rerun.")
     return vocab, splits, entry

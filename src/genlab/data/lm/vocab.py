@@ -20,6 +20,9 @@ from typing import Literal
 
 import numpy as np
 
+from genlab.data.text.chunks import Piece, decode_piece, line_pieces, split_lines, total_bytes
+from genlab.data.text.parallel import ordered_map
+from genlab.data.text.progress import Progress
 from genlab.errors import DataError
 from genlab.utils import atomic_write, stable_hash
 
@@ -145,16 +148,25 @@ class Vocab:
         return cls(symbols, unk=unk, specials=tuple(specials))
 
 
-def count_lines(lines: Iterable[str], counter: Counter, eos: str | None = None, lower: bool = False) -> int:
-    """Add the whitespace tokens of ``lines`` to ``counter`` (plus ``eos`` per line when given); return #lines."""
-    n = 0
-    for line in lines:
-        toks = (line.lower() if lower else line).split()
-        if eos is not None:
-            toks.append(eos)
-        counter.update(toks)
-        n += 1
-    return n
+@dataclass(frozen=True)
+class WordCounter:
+    """Counts of the whitespace tokens of one piece of a file, in first-appearance order (one worker's share)."""
+
+    eos: str | None = None  # counted once per line when given
+    lower: bool = False
+
+    def __call__(self, piece: Piece) -> tuple[Counter, int]:
+        text = decode_piece(piece)
+        text = text.lower() if self.lower else text
+        counter: Counter = Counter()
+        if self.eos is None:
+            counter.update(text.split())
+        else:
+            for line in split_lines(text):
+                toks = line.split()
+                toks.append(self.eos)
+                counter.update(toks)
+        return counter, len(piece.data)
 
 
 def build_word_vocab(
@@ -166,18 +178,19 @@ def build_word_vocab(
     min_freq: int = 0,
     max_size: int | None = None,
     lower: bool = False,
+    num_proc: int = 1,
 ) -> Vocab:
-    """Word vocabulary from text files, one whitespace-tokenised line at a time (TXL §4.1 or MoS order)."""
+    """Word vocabulary from text files (TXL §4.1 or MoS order), counted in bounded pieces over ``num_proc``
+    processes; the counts are merged in file order, so ties and first-appearance order do not depend on it."""
     counter: Counter = Counter()
-    for path in files:
-        try:
-            with open(path, encoding="utf-8") as f:
-                # frequency order never counts the <eos> markers; first-appearance order meets them inline
-                count_lines(f, counter, eos=eos if order == "first_appearance" else None, lower=lower)
-        except UnicodeDecodeError as err:
-            raise DataError(f"{path} is not valid UTF-8 text ({err}); the file is corrupt or not this dataset.") from err
-        except OSError as err:
-            raise DataError(f"cannot read {path} ({err}); check the file or data.path.") from err
+    progress = Progress("counting words for the vocabulary", total_bytes(files))
+    # frequency order never counts the <eos> markers; first-appearance order meets them inline
+    count = WordCounter(eos if order == "first_appearance" else None, lower)
+    pieces = (piece for path in files for piece in line_pieces(path))
+    for part, n_bytes in ordered_map(count, pieces, num_proc):
+        counter.update(part)
+        progress.advance(n_bytes)
+    progress.finish()
     if not counter:
         raise DataError(f"no tokens in {', '.join(map(str, files))}: the corpus is empty. Check the files.")
     if unk is not None and unk not in counter and unk not in specials:

@@ -1,9 +1,10 @@
 """Plain-text pretraining corpora (BooksCorpus/Wikipedia style, spec §3.1) tokenised once into memmaps.
 
 On-disk format: shards of UTF-8 text matched by a glob, one sentence per line, an empty line ends a document.
-Shards are read line by line (one shard in memory at a time) and encoded with SentencePiece; the token stream and
-the alternating sentence-id stream of each split are cached as flat memmaps keyed by a hash of (files, tokenizer,
-settings). Sentence ids follow the official rule: a text line gets id s and s flips; an empty line (with
+Shards are read in bounded line-aligned pieces, encoded with SentencePiece over ``num_proc`` processes and appended
+to the cache, so memory does not grow with the file size; the token stream and the alternating sentence-id stream
+of each split are a cache entry (:mod:`genlab.data.text.cache_entry`) keyed by the files' paths relative to the
+corpus folder, sizes and mtimes, the tokenizer and the settings. Sentence ids follow the official rule: a text line gets id s and s flips; an empty line (with
 ``use_eod``) flips s, emits ``<eod>`` with id s, and flips s again, so ``<eod>`` is glued to the last sentence. A
 shard whose first id equals the previous shard's last id is inverted, so shard boundaries are sentence boundaries.
 Documents are concatenated into one stream, so a document shorter than a segment simply shares its segment with
@@ -15,7 +16,7 @@ The offline corpora (``pretrain_mini`` and its held-out variants) are built in :
 from __future__ import annotations
 
 import glob as globlib
-import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,10 +25,23 @@ import numpy as np
 from genlab.data.pretrain.minis import MINI_CORPORA
 from genlab.data.pretrain.xlnet_examples import EOD_ID
 from genlab.data.sources.tiers import DEFAULT_CACHE, locate
+from genlab.data.text.cache_entry import build_entry, verified_meta
+from genlab.data.text.chunks import (
+    Piece,
+    check_not_empty,
+    decode_piece,
+    line_pieces,
+    sniff_text,
+    split_lines,
+    total_bytes,
+)
+from genlab.data.text.parallel import ordered_map, resolve_num_proc
+from genlab.data.text.progress import Progress, heartbeat
 from genlab.data.tokenizers.xlnet_pieces import PieceTokenizer, train_tokenizer
 from genlab.errors import DataError
-from genlab.utils import atomic_write, stable_hash
+from genlab.utils import stable_hash
 
+PRETRAIN_CACHE = "pretrain"  # folder under the cache: tokenizer models and token entries of every corpus
 FORMAT_HELP = (
     "A pretraining corpus is a directory of UTF-8 text shards (one sentence per line, an empty line between "
     "documents)."
@@ -78,56 +92,92 @@ class TokenStream:
         return len(self.tokens)
 
 
-def _encode_shard(path: Path, tok: PieceTokenizer, use_eod: bool) -> tuple[np.ndarray, np.ndarray]:
-    ids: list[int] = []
-    sids: list[int] = []
-    s = True
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
+def files_identity(files: list[Path]) -> list[tuple[str, int, int]]:
+    """(path relative to the files' common folder, size, mtime_ns): the same files give the same identity whatever
+    the folder is called (a symlink, a relative path, a trailing slash); an edited or replaced file changes it."""
+    base = Path(os.path.commonpath([str(Path(f).parent) for f in files])) if files else Path()
+    return [(Path(f).relative_to(base).as_posix(), Path(f).stat().st_size, Path(f).stat().st_mtime_ns) for f in files]
+
+
+@dataclass
+class _Encoded:
+    ids: np.ndarray
+    sent_ids: np.ndarray  # as if the piece started with sentence id 1
+    odd_flips: bool  # the piece flips the sentence id an odd number of times
+    first: bool  # the piece starts its shard
+    n_bytes: int
+
+
+@dataclass(frozen=True)
+class ShardEncoder:
+    """Ids and sentence ids of one piece of a shard (the work of one process)."""
+
+    tok: PieceTokenizer
+    use_eod: bool
+
+    def __call__(self, piece: Piece) -> _Encoded:
+        ids: list[int] = []
+        runs: list[tuple[bool, int]] = []
+        s = True
+        for line in split_lines(decode_piece(piece)):
             line = line.strip()
             if not line:
-                if use_eod:
-                    s = not s
+                if self.use_eod:
                     ids.append(EOD_ID)
-                    sids.append(s)
-                    s = not s
+                    runs.append((not s, 1))  # <eod> takes the flipped id and s flips back
                 continue
-            piece_ids = tok.encode(line)
-            if not piece_ids:
-                continue
-            ids.extend(piece_ids)
-            sids.extend([s] * len(piece_ids))
-            s = not s
-    return np.asarray(ids, dtype=np.int32), np.asarray(sids, dtype=np.uint8)
+            piece_ids = self.tok.encode(line)
+            if piece_ids:
+                ids.extend(piece_ids)
+                runs.append((s, len(piece_ids)))
+                s = not s
+        sids = np.repeat(np.array([v for v, _ in runs], dtype=np.uint8), [n for _, n in runs])
+        return _Encoded(np.asarray(ids, dtype=np.int32), sids, not s, piece.offset == 0, len(piece.data))
 
 
 def tokenize_split(files: list[Path], tok: PieceTokenizer, cache: Path, use_eod: bool = True,
-                   shard_seed: int = 0) -> TokenStream:
-    """Encode ``files`` (shard order shuffled with ``shard_seed``) once; later calls open the cached memmaps.
-    ``tok`` is any tokenizer with ``encode``, ``identity`` and ``lower`` (XLNet pieces, GPT's BPE)."""
+                   shard_seed: int = 0, num_proc: int = 1) -> TokenStream:
+    """Encode ``files`` (shard order shuffled with ``shard_seed``) once, over ``num_proc`` processes; later calls
+    open the cached memmaps. ``tok`` is any tokenizer with ``encode``, ``identity`` and ``lower`` (XLNet pieces,
+    GPT's BPE). The cache is byte-identical whatever ``num_proc``."""
+    check_not_empty(files)
     order = [files[i] for i in np.random.default_rng(shard_seed).permutation(len(files))]
-    key = stable_hash([(str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in order], tok.identity, tok.lower,
-                      use_eod, "v1")
-    tok_path, sid_path, meta_path = cache / f"{key}.tokens.i32", cache / f"{key}.sent.u8", cache / f"{key}.json"
-    if not meta_path.is_file():
-        total, last = 0, None
-        with atomic_write(tok_path) as ft, atomic_write(sid_path) as fs:
-            for shard in order:
-                ids, sids = _encode_shard(shard, tok, use_eod)
-                if not len(ids):
-                    continue
-                if last is not None and sids[0] == last:  # keep a sentence boundary between shards
-                    sids = 1 - sids
-                ft.write(ids.tobytes())
-                fs.write(sids.tobytes())
-                total, last = total + len(ids), int(sids[-1])
-        with atomic_write(meta_path, "w") as f:
-            json.dump({"n_tokens": total, "files": [str(f) for f in order], "tokenizer": tok.identity}, f)
-    n = json.loads(meta_path.read_text())["n_tokens"]
+    key = stable_hash(files_identity(order), tok.identity, tok.lower, use_eod, "v2")
+    entry = Path(cache) / f"tokens-{key}"
+    meta = verified_meta(entry)
+    if meta is None:
+        build_entry(entry, lambda folder: _write_split(folder, order, tok, use_eod, num_proc))
+        meta = verified_meta(entry)
+    n = meta["n_tokens"]
     if n == 0:
         raise DataError(f"the corpus files {', '.join(map(str, files[:3]))}... contain no text. {FORMAT_HELP}")
-    return TokenStream(np.memmap(tok_path, dtype=np.int32, mode="r", shape=(n,)),
-                       np.memmap(sid_path, dtype=np.uint8, mode="r", shape=(n,)))
+    return TokenStream(np.memmap(entry / "tokens.i32", dtype=np.int32, mode="r", shape=(n,)),
+                       np.memmap(entry / "sent.u8", dtype=np.uint8, mode="r", shape=(n,)))
+
+
+def _write_split(folder: Path, order: list[Path], tok: PieceTokenizer, use_eod: bool, num_proc: int) -> dict:
+    """Append each piece's ids to the entry's files as it comes back, in shard order. Sentence ids continue across
+    pieces, and a shard whose first id equals the previous shard's last id is inverted (a boundary stays one)."""
+    progress = Progress(f"tokenising {len(order)} file(s)", total_bytes(order))
+    total, last = 0, None
+    start_s, invert = True, False
+    pieces = (piece for shard in order for piece in line_pieces(shard))
+    with open(folder / "tokens.i32", "wb") as ft, open(folder / "sent.u8", "wb") as fs:
+        for out in ordered_map(ShardEncoder(tok, use_eod), pieces, num_proc):
+            if out.first:
+                start_s, invert = True, None
+            if len(out.ids):
+                sids = out.sent_ids if start_s else 1 - out.sent_ids
+                if invert is None:
+                    invert = last is not None and int(sids[0]) == last
+                sids = 1 - sids if invert else sids
+                ft.write(out.ids.tobytes())
+                fs.write(sids.tobytes())
+                total, last = total + len(out.ids), int(sids[-1])
+            start_s ^= out.odd_flips
+            progress.advance(out.n_bytes)
+    progress.finish()
+    return {"n_tokens": total, "files": [f for f, _, _ in files_identity(order)], "tokenizer": tok.identity}
 
 
 @dataclass
@@ -168,20 +218,24 @@ def load_pretrain_corpus(
     lower: bool = False,
     use_eod: bool = True,
     shard_seed: int = 0,
+    num_proc: int | None = None,
 ) -> PretrainCorpus:
     """``corpus=`` one of ``MINI_CORPORA`` (offline) or ``text`` (``path`` = your shards).
-    ``tokenizer=None`` trains a SentencePiece model of ``vocab_size`` pieces on the training shards and caches it."""
+    ``tokenizer=None`` trains a SentencePiece model of ``vocab_size`` pieces on the training shards and caches it.
+    ``num_proc`` processes tokenise (None: the available cores, at most 8)."""
     cache = Path(cache_dir).expanduser() if cache_dir else DEFAULT_CACHE
     root, train_files, valid_files = corpus_files(corpus, path, cache, train_glob, valid_glob)
-    work = cache / "pretrain" / stable_hash(str(root.resolve()))
+    procs = resolve_num_proc(num_proc)
+    work = cache / PRETRAIN_CACHE
     if tokenizer is None:
-        key = stable_hash([(str(f), f.stat().st_size) for f in train_files], vocab_size, lower)
-        model = work / f"spm_{key}.model"
+        model = work / f"spm_{stable_hash(files_identity(train_files), vocab_size, lower)}.model"
         if not model.is_file():
-            train_tokenizer(train_files, model.with_suffix(""), vocab_size)
+            sniff_text(train_files)
+            with heartbeat(f"training a SentencePiece tokenizer on {len(train_files)} file(s)"):
+                train_tokenizer(train_files, model.with_suffix(""), vocab_size)
         tokenizer = str(model)
     tok = PieceTokenizer(tokenizer, lower)
-    splits = {"train": tokenize_split(train_files, tok, work, use_eod, shard_seed)}
+    splits = {"train": tokenize_split(train_files, tok, work, use_eod, shard_seed, procs)}
     if valid_files:
-        splits["valid"] = tokenize_split(valid_files, tok, work, use_eod, shard_seed)
+        splits["valid"] = tokenize_split(valid_files, tok, work, use_eod, shard_seed, procs)
     return PretrainCorpus(corpus if corpus != "text" else str(root), tok, splits)

@@ -253,6 +253,7 @@ class PretrainDataModule(pl.LightningDataModule):
         tail_pad: int = 0,
         seed: int = 0,
         num_workers: int = 0,
+        num_proc: int | None = None,
     ):
         super().__init__()
         if objective not in OBJECTIVES:
@@ -271,7 +272,8 @@ class PretrainDataModule(pl.LightningDataModule):
         self.objective, self.nsp, self.seed, self.num_workers = objective, nsp, seed, num_workers
         self.cls_token_type, self.tail_pad = cls_token_type, tail_pad
         self.corpus_args = dict(corpus=corpus, path=path, cache_dir=cache_dir, train_glob=train_glob,
-                                valid_glob=valid_glob, tokenizer=tokenizer, vocab_size=vocab_size, lower=lower)
+                                valid_glob=valid_glob, tokenizer=tokenizer, vocab_size=vocab_size, lower=lower,
+                                num_proc=num_proc)  # num_proc: tokenising processes (None: the available cores)
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size or batch_size
         self.cfg = XLNetDataConfig(seq_len, reuse_len, perm_size, num_predict, bi_data, random_b_prob,
                                    SpanConfig(**(span or {})), targets_sampling, num_passes)

@@ -27,9 +27,12 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from genlab.data.pretrain.corpus import corpus_files, tokenize_split
+from genlab.data.pretrain.corpus import PRETRAIN_CACHE, corpus_files, files_identity, tokenize_split
 from genlab.data.pretrain.datamodule import PassSampler
 from genlab.data.sources.tiers import DEFAULT_CACHE
+from genlab.data.text.chunks import sniff_text
+from genlab.data.text.parallel import resolve_num_proc
+from genlab.data.text.progress import heartbeat
 from genlab.data.tokenizers.gpt_bpe import (
     GPTSentencePiece,
     load_gpt_tokenizer,
@@ -90,13 +93,14 @@ class GPTPretrainDataModule(pl.LightningDataModule):
     def __init__(self, corpus: str = "text", path: str | None = None, cache_dir: str | None = None,
                  train_glob: str = "train/**/*.txt", valid_glob: str | None = "valid/**/*.txt",
                  tokenizer: str | None = None, vocab_size: int = 40478, seq_len: int = 512, batch_size: int = 64,
-                 eval_batch_size: int | None = None, seed: int = 0, num_workers: int = 0):
+                 eval_batch_size: int | None = None, seed: int = 0, num_workers: int = 0,
+                 num_proc: int | None = None):
         super().__init__()
         self.corpus, self.path, self.train_glob, self.valid_glob = corpus, path, train_glob, valid_glob
         self.cache = Path(cache_dir).expanduser() if cache_dir else DEFAULT_CACHE
         self.tokenizer_path, self.vocab_size, self.seq_len = tokenizer, vocab_size, seq_len
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size or batch_size
-        self.seed, self.num_workers = seed, num_workers
+        self.seed, self.num_workers, self.num_proc = seed, num_workers, num_proc  # num_proc: tokenising processes
         self.tokenizer = None
         self.streams: dict[str, np.ndarray] = {}
         self.root: Path | None = None
@@ -106,17 +110,21 @@ class GPTPretrainDataModule(pl.LightningDataModule):
     # --- corpus -------------------------------------------------------------------------------------------------
     def _load(self) -> None:
         self.root, train, valid = corpus_files(self.corpus, self.path, self.cache, self.train_glob, self.valid_glob)
-        work = self.cache / "pretrain" / stable_hash(str(self.root.resolve()))
+        work = self.cache / PRETRAIN_CACHE
         if self.tokenizer_path is None:
-            key = stable_hash([(str(f), f.stat().st_size) for f in train], self.vocab_size, "gpt_bpe")
-            model = work / f"gpt_bpe_{key}.model"
-            self.tokenizer = GPTSentencePiece(model) if model.is_file() else train_gpt_bpe(train, model,
-                                                                                          self.vocab_size)
+            model = work / f"gpt_bpe_{stable_hash(files_identity(train), self.vocab_size, 'gpt_bpe')}.model"
+            if model.is_file():
+                self.tokenizer = GPTSentencePiece(model)
+            else:
+                sniff_text(train)
+                with heartbeat(f"training the GPT BPE tokenizer on {len(train)} file(s)"):
+                    self.tokenizer = train_gpt_bpe(train, model, self.vocab_size)
         else:
             self.tokenizer = load_gpt_tokenizer(self.tokenizer_path)
-        self.streams = {"train": tokenize_split(train, self.tokenizer, work, use_eod=False).tokens}
+        procs = resolve_num_proc(self.num_proc)
+        self.streams = {"train": tokenize_split(train, self.tokenizer, work, False, num_proc=procs).tokens}
         if valid:
-            self.streams["valid"] = tokenize_split(valid, self.tokenizer, work, use_eod=False).tokens
+            self.streams["valid"] = tokenize_split(valid, self.tokenizer, work, False, num_proc=procs).tokens
 
     def prepare_data(self) -> None:
         if not self.streams:

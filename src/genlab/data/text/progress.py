@@ -1,0 +1,75 @@
+"""Progress of long data preparation through the ``genlab`` logger: bytes done, rate and time left, throttled.
+
+A job shorter than one interval prints nothing; a long one prints a line every ``every_s`` seconds and a last line
+with the total time.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+log = logging.getLogger("genlab")
+EVERY_S = 5.0
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    raise AssertionError
+
+
+def _duration(s: float) -> str:
+    return f"{s:.0f} s" if s < 90 else f"{s / 60:.0f} min" if s < 5400 else f"{s / 3600:.1f} h"
+
+
+class Progress:
+    """Call :meth:`advance` with the bytes just processed; :meth:`finish` when done."""
+
+    def __init__(self, what: str, total: int, every_s: float = EVERY_S):
+        self.what, self.total, self.every_s = what, max(int(total), 1), every_s
+        self.done = 0
+        self.start = self.last = time.monotonic()
+        self.printed = False
+
+    def advance(self, n: int) -> None:
+        self.done += n
+        now = time.monotonic()
+        if now - self.last >= self.every_s:
+            self.last, self.printed = now, True
+            rate = self.done / max(now - self.start, 1e-9)
+            left = (self.total - self.done) / max(rate, 1e-9)
+            log.info("%s: %s of %s (%.0f%%), %s/s, about %s left", self.what, _size(self.done), _size(self.total),
+                     100 * self.done / self.total, _size(rate), _duration(left))
+
+    def finish(self) -> None:
+        if self.printed:
+            elapsed = time.monotonic() - self.start
+            log.info("%s: done, %s in %s (%s/s)", self.what, _size(self.done), _duration(elapsed),
+                     _size(self.done / max(elapsed, 1e-9)))
+
+
+@contextmanager
+def heartbeat(what: str, every_s: float = EVERY_S) -> Iterator[None]:
+    """For a step that reports nothing itself (SentencePiece training): log the time spent every ``every_s``."""
+    stop = threading.Event()
+    start = time.monotonic()
+
+    def beat() -> None:
+        while not stop.wait(every_s):
+            log.info("%s: %s so far", what, _duration(time.monotonic() - start))
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        if time.monotonic() - start >= every_s:
+            log.info("%s: done in %s", what, _duration(time.monotonic() - start))

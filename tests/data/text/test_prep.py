@@ -1,0 +1,71 @@
+"""Shared corpus preparation: line-aligned pieces, bad-input messages, ordered parallel map, throttled progress."""
+
+import logging
+
+import pytest
+
+from genlab.data.text import chunks as C
+from genlab.data.text.parallel import ordered_map, resolve_num_proc
+from genlab.data.text.progress import Progress
+from genlab.errors import ConfigError, DataError
+
+
+def test_pieces_end_at_newlines_and_rebuild_the_file(tmp_path):
+    text = "".join(f"line {i} caf\u00e9 {'x' * (i % 7)}\n" for i in range(200)) + "no newline at the end"
+    f = tmp_path / "a.txt"
+    f.write_text(text, encoding="utf-8")
+    pieces = list(C.line_pieces(f, piece_bytes=50))
+    assert b"".join(p.data for p in pieces) == text.encode()
+    assert all(p.data.endswith(b"\n") for p in pieces[:-1]) and pieces[-1].last and not pieces[0].last
+    assert [p.offset for p in pieces] == [sum(len(q.data) for q in pieces[:k]) for k in range(len(pieces))]
+    assert C.split_lines(C.decode_piece(pieces[0]))[0] == "line 0 caf\u00e9 "
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    (b"ok line\n\x00\x00\x01\x02\n", r"b.bin is a binary file \(NUL byte at offset 8\).*remove it"),
+    (b"ok line\nlatin-1 caf\xe9\n", r"b.bin is not valid UTF-8 text \(byte offset 19.*iconv"),
+])
+def test_binary_and_non_utf8_files_are_named_with_the_fix(tmp_path, data, message):
+    f = tmp_path / "b.bin"
+    f.write_bytes(data)
+    with pytest.raises(DataError, match=message):
+        [C.decode_piece(p) for p in C.line_pieces(f, piece_bytes=4)]
+    with pytest.raises(DataError, match=message):
+        C.sniff_text([f])
+
+
+def test_sniff_accepts_a_sequence_cut_at_its_window_and_rejects_empty_shards(tmp_path):
+    f = tmp_path / "a.txt"
+    f.write_bytes("\u00e9".encode() * 10)
+    C.sniff_text([f], n_bytes=5)  # the window ends inside a two-byte character: not an error
+    (tmp_path / "empty.txt").write_bytes(b"")
+    with pytest.raises(DataError, match=r"empty.txt is empty \(0 bytes\).*Replace it"):
+        C.sniff_text([f, tmp_path / "empty.txt"])
+
+
+def _square(x):
+    if x == 13:
+        raise DataError("bad item 13")
+    return x * x
+
+
+def test_ordered_map_keeps_order_over_processes_and_raises_worker_errors():
+    assert list(ordered_map(_square, range(12), 2)) == [x * x for x in range(12)]
+    with pytest.raises(DataError, match="bad item 13"):
+        list(ordered_map(_square, range(20), 2))
+    assert resolve_num_proc(None) >= 1 and resolve_num_proc(3) == 3
+    with pytest.raises(ConfigError, match="data.num_proc=0"):
+        resolve_num_proc(0)
+
+
+def test_progress_is_throttled_and_reports_rate_and_time_left(caplog):
+    with caplog.at_level(logging.INFO, logger="genlab"):
+        quiet = Progress("quiet job", 100)
+        quiet.advance(100)
+        quiet.finish()
+        assert caplog.text == ""  # a job shorter than one interval prints nothing
+        loud = Progress("encoding x", 4_000_000, every_s=0)
+        loud.advance(1_000_000)
+        loud.finish()
+    assert "encoding x: 1.0 MB of 4.0 MB (25%)" in caplog.text and "/s, about" in caplog.text
+    assert "left" in caplog.text and "encoding x: done" in caplog.text
