@@ -85,11 +85,12 @@ class BPTTWindows(Dataset):
         }
 
 
-def load_corpus(dataset: str, source: str, path: str | None, cache_dir: str | None, options: dict[str, Any]):
+def load_corpus(dataset: str, source: str, path: str | None, cache_dir: str | None, options: dict[str, Any],
+                num_proc: int | None = None):
     if dataset == "synthetic_topics":
         return make_topic_corpus(**options)
 
-    return load_lm_corpus(dataset, source, path, cache_dir, **options)
+    return load_lm_corpus(dataset, source, path, cache_dir, num_proc, **options)
 
 
 def vocab_fingerprint(corpus) -> str:
@@ -124,6 +125,7 @@ class BPTTDataModule(pl.LightningDataModule):
         max_seq_len_delta: int = 40,
         seed: int = 28,
         options: dict[str, Any] | None = None,
+        num_proc: int | None = None,
     ):
         super().__init__()
         if bptt < 1 or eval_bptt < 1:
@@ -132,16 +134,17 @@ class BPTTDataModule(pl.LightningDataModule):
         self.batch_size, self.eval_batch_size, self.test_batch_size = batch_size, eval_batch_size, test_batch_size
         self.bptt, self.eval_bptt, self.max_seq_len_delta, self.seed = bptt, eval_bptt, max_seq_len_delta, seed
         self.options = dict(options or {})
+        self.num_proc = num_proc  # tokenising processes (None: the available cores)
         self.corpus = None
         self._sampler: VariableBPTTSampler | None = None
         self._position = (0, 0)  # (epoch, next window) of the training pass
 
     def prepare_data(self) -> None:
-        load_corpus(self.dataset, self.source, self.path, self.cache_dir, self.options)
+        load_corpus(self.dataset, self.source, self.path, self.cache_dir, self.options, self.num_proc)
 
     def setup(self, stage: str | None = None) -> None:
         if self.corpus is None:
-            self.corpus = load_corpus(self.dataset, self.source, self.path, self.cache_dir, self.options)
+            self.corpus = load_corpus(self.dataset, self.source, self.path, self.cache_dir, self.options, self.num_proc)
 
     def model_overrides(self) -> dict[str, Any]:
         return {"vocab_size": len(self.corpus.vocab)}
