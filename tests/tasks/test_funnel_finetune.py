@@ -73,7 +73,7 @@ def test_hf_base_checkpoint_without_decoder(tmp_path):
 
 def test_hf_funnel_architecture_mismatch_names_the_keys(tmp_path):
     folder = _hf_folder(tmp_path / "f", FunnelModel(V, **TINY), vocab=False)
-    with pytest.raises(CheckpointError, match=r"model.block_sizes=\(2, 1, 1\)"):
+    with pytest.raises(CheckpointError, match=r"model.block_sizes=\[2,1,1\]"):
         classifier(FunnelForMaskedLM(V, **{**TINY, "block_sizes": (1, 1, 1)}), init_from=str(folder))
     with pytest.raises(CheckpointError, match="vocabulary"):
         classifier(FunnelForMaskedLM(V + 1, **TINY), init_from=str(folder))

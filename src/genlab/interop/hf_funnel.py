@@ -47,6 +47,8 @@ TO_HF_ATTN = {"rel_shift": "relative_shift", "gather": "relative_shift", "factor
 FROM_HF_ATTN = {"relative_shift": "rel_shift", "factorized": "factorized"}
 ENCODER_ONLY = ("FunnelBaseModel", "FunnelForSequenceClassification", "FunnelForMultipleChoice")
 TIED = "lm_head.weight"
+ARCH_KEYS = ("vocab_size", "block_sizes", "block_repeats", "d_model", "n_head", "d_head", "d_inner", "activation",
+             "layer_norm_eps", "pooling_type", "pool_q_only", "separate_cls", "truncate_seq")  # change the outputs
 FLIP = ("discriminator_predictions.dense_prediction.weight", "discriminator_predictions.dense_prediction.bias")
 FFN_NAMES = ((".ffn.layer_1.", ".ffn.linear_1."), (".ffn.layer_2.", ".ffn.linear_2."))
 Model = FunnelModel | FunnelForMaskedLM | FunnelElectra

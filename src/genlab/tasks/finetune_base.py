@@ -32,6 +32,8 @@ from torch import nn
 
 from genlab import checkpoints
 from genlab.errors import CheckpointError, ConfigError
+from genlab.interop import hf_bert, hf_funnel, hf_xlnet
+from genlab.interop.hf_files import check_architecture
 from genlab.models.backbones import adapt
 from genlab.models.bert import BertForPretraining
 from genlab.models.funnel import FunnelModel
@@ -66,21 +68,22 @@ def load_pretrained(model: nn.Module, init_from: str, token_level: bool = False
         ours = {k: v for k, v in _arch(model).items() if k == "vocab_size"}  # the data's, through model_overrides
         checkpoints.check_data_identity(identity, ours, f"task.init_from={init_from}",
                                         fix=f"finetune on the checkpoint's own tokenizer: data.tokenizer={path}")
+        _check_ckpt_architecture(model, ckpt, init_from)
         if isinstance(model, FUNNELS):
             loaded = _load_funnel_body(model, state, init_from)
         else:
             loaded = _load_strict_but_mlm_transform(model, state, init_from)
         return identity, PretrainedWeights.of(model, str(path), loaded, {})
     if isinstance(model, (XLNetLMHeadModel, XLNetModel)):
-        from genlab.interop import hf_xlnet as interop
+        interop: Any = hf_xlnet
     elif isinstance(model, BertForPretraining):
-        from genlab.interop import hf_bert as interop  # type: ignore[no-redef]
+        interop = hf_bert
     elif isinstance(model, FUNNELS):
-        from genlab.interop import hf_funnel as interop  # type: ignore[no-redef]
+        interop = hf_funnel
     else:
         raise CheckpointError(f"task.init_from={init_from}: only XLNet, BERT and Funnel import HF folders; for "
                               f"{type(model).__name__} give a genlab .ckpt.")
-    config = _check_hf_architecture(model, path, interop.config_from_hf)
+    config = _check_hf_architecture(model, path, interop)
     state = interop.read_state_dict(path)
     if isinstance(model, FUNNELS):
         report = _import_hf_funnel(model, state, path, token_level)
@@ -152,15 +155,6 @@ def _shipped_tokenizer(path: Path) -> Path | None:
     return tokenizer_file(path if path.is_dir() else path.parent)
 
 
-ARCH_KEYS = {"xlnet": ("vocab_size", "n_layer", "d_model", "n_head", "d_head", "d_inner", "ff_activation", "untie_r",
-                       "layer_norm_eps"),
-             "bert": ("vocab_size", "n_layer", "d_model", "n_head", "d_inner", "max_position", "type_vocab_size",
-                      "layer_norm_eps"),
-             "funnel": ("vocab_size", "block_sizes", "block_repeats", "d_model", "n_head", "d_head", "d_inner",
-                        "activation", "layer_norm_eps", "pooling_type", "pool_q_only", "separate_cls",
-                        "truncate_seq")}
-
-
 def _arch_family(model: nn.Module) -> str:
     if isinstance(model, BertForPretraining):
         return "bert"
@@ -173,9 +167,9 @@ def _arch(model: nn.Module) -> dict[str, Any]:
     return dict(getattr(inner, "arch", {}))
 
 
-def _check_hf_architecture(model: nn.Module, path: Path, config_from_hf: Callable[[dict], dict]) -> dict[str, Any]:
-    """Shapes are checked by the strict import; this names the config keys to set, and catches what shapes
-    cannot (the GELU variant, LayerNorm eps). Returns the folder's config.json ({} without one)."""
+def _check_hf_architecture(model: nn.Module, path: Path, interop: Any) -> dict[str, Any]:
+    """Shapes are checked by the strict import; this catches what shapes cannot (the activation, LayerNorm eps, the
+    head split) and names every override to set. Returns the folder's config.json ({} without one)."""
     import json
 
     config = (path if path.is_dir() else path.parent) / "config.json"
@@ -183,20 +177,25 @@ def _check_hf_architecture(model: nn.Module, path: Path, config_from_hf: Callabl
         return {}
     hf_config = json.loads(config.read_text())
     try:
-        theirs = config_from_hf(hf_config)
+        theirs = interop.config_from_hf(hf_config)
     except CheckpointError as err:
         raise CheckpointError(f"task.init_from={path}: {err}") from err
-    ours, keys = _arch(model), ARCH_KEYS[_arch_family(model)]
+    ours, fixes = _arch(model), []
     if theirs["vocab_size"] != ours["vocab_size"]:
         shipped = _shipped_tokenizer(path) or "<the checkpoint's spiece.model / vocab.txt>"
-        raise CheckpointError(f"task.init_from={path} has a vocabulary of {theirs['vocab_size']} tokens but the data's "
-                              f"tokenizer has {ours['vocab_size']}; finetune on the checkpoint's own tokenizer: "
-                              f"data.tokenizer={shipped}.")
-    diff = [f"model.{k}={theirs[k]!r} (config has {ours[k]!r})" for k in keys if theirs[k] != ours[k]]
-    if diff:
-        raise CheckpointError(f"task.init_from={path} was trained with a different architecture; set "
-                              + ", ".join(diff) + ".")
+        fixes.append(f"data.tokenizer={shipped} (its vocabulary has {theirs['vocab_size']} tokens, the data's "
+                     f"tokenizer {ours['vocab_size']})")
+    keys = [k for k in interop.ARCH_KEYS if k != "vocab_size"]
+    check_architecture(f"task.init_from={path}", theirs, ours, keys, fixes)
     return hf_config
+
+
+def _check_ckpt_architecture(model: nn.Module, ckpt: dict[str, Any], init_from: str) -> None:
+    """A genlab checkpoint records its run's model config: every key that changes the outputs must match."""
+    theirs = checkpoints.record(ckpt).get("config", {}).get("model") or {}
+    interop = {"bert": hf_bert, "funnel": hf_funnel, "xlnet": hf_xlnet}[_arch_family(model)]
+    keys = [k for k in interop.ARCH_KEYS if k != "vocab_size"]  # the data's: checked with the tokenizer identity
+    check_architecture(f"task.init_from={init_from}", theirs, _arch(model), keys)
 
 
 class FinetuneTask(TaskOptimization, ParallelizeMixin, pl.LightningModule):
