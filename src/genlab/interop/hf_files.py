@@ -27,6 +27,8 @@ class HFImport:
     unused: list[str] = field(default_factory=list)
     kept_init: list[str] = field(default_factory=list)
     loaded: list[str] = field(default_factory=list)
+    file_names: dict[str, str] = field(default_factory=dict)  # ours -> the checkpoint's name, where they differ
+    notes: list[str] = field(default_factory=list)  # what the user should know besides tensors
 
 
 def read_state_dict(path: str | Path) -> dict[str, Tensor]:

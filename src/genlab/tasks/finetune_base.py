@@ -90,7 +90,8 @@ def load_pretrained(model: nn.Module, init_from: str, token_level: bool = False
     else:
         report = interop.load_hf_state_dict(model, state, source=f"task.init_from={path}")
     # an unused key the importer renamed (TF LayerNorm names) has no tensor here: still reported, as ignored
-    weights = PretrainedWeights.of(model, str(path), report.loaded, {k: state.get(k) for k in report.unused}, config)
+    weights = PretrainedWeights.of(model, str(path), report.loaded, {k: state.get(k) for k in report.unused}, config,
+                                   file_names=getattr(report, "file_names", {}), notes=getattr(report, "notes", []))
     tokenizer = _shipped_tokenizer(path)
     if tokenizer is None:
         return {}, weights
@@ -145,6 +146,7 @@ def _import_hf_funnel(model: nn.Module, state: dict[str, torch.Tensor], path: Pa
     report = load_hf_state_dict(body, state, source=f"task.init_from={path}")
     prefix = "" if isinstance(model, FunnelModel) else "funnel."
     report.loaded = [prefix + k for k in report.loaded]
+    report.file_names = {prefix + k: v for k, v in report.file_names.items()}
     return report
 
 
