@@ -27,7 +27,7 @@ class HFImport:
     unused: list[str] = field(default_factory=list)
     kept_init: list[str] = field(default_factory=list)
     loaded: list[str] = field(default_factory=list)
-    file_names: dict[str, str] = field(default_factory=dict)  # ours -> the checkpoint's name, where they differ
+    file_names: dict[str, str] = field(default_factory=dict)  # our name of a loaded tensor -> the checkpoint's
     notes: list[str] = field(default_factory=list)  # what the user should know besides tensors
 
 

@@ -214,7 +214,7 @@ def _normalise(model: Model, state_dict: Mapping[str, Tensor], source: str
 def load_hf_state_dict(model: Model, state_dict: Mapping[str, Tensor], source: str = "state dict") -> FunnelImport:
     """Copy an HF Funnel state dict into ``model`` (strict, see the module docstring)."""
     state, unused, names = _normalise(model, state_dict, source)
-    report = FunnelImport(unused=unused, file_names={k: v for k, v in names.items() if k != v})
+    report = FunnelImport(unused=unused, file_names=names)
     mask_pool = _body(model).arch["mask_pool"]
     if mask_pool != "all_real":
         report.notes.append(f"HF pools the padding mask 'all_real'; this model has model.mask_pool={mask_pool} (the "

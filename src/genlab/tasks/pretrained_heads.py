@@ -52,6 +52,9 @@ class PretrainedWeights:
     file_names: dict[str, str] = field(default_factory=dict)  # model name of a loaded tensor -> the file's name
     reasons: dict[str, str] = field(default_factory=dict)  # why an unused checkpoint tensor is not taken
     notes: list[str] = field(default_factory=list)  # what the import changes besides tensors (printed with them)
+    # the loaded tensors themselves: a module the adapter drops (Funnel's decoder) must not free its storage, which
+    # a new task tensor could then reuse and be mistaken for a loaded one
+    alive: list[Tensor] = field(default_factory=list, repr=False)
 
     @classmethod
     def of(cls, model: nn.Module, source: str, loaded: Iterable[str], unused: Mapping[str, Tensor | None],
@@ -59,8 +62,9 @@ class PretrainedWeights:
         ours = model.state_dict(keep_vars=True)
         # the adapter renames the body's tensors (transformer.* -> backbone.transformer.*) but keeps them: match
         # by storage, so every backbone family is covered without a prefix table
-        return cls(source, {ours[k].data_ptr(): k for k in loaded if k in ours}, dict(unused), dict(config or {}),
-                   **kw)
+        kept = [k for k in loaded if k in ours]
+        return cls(source, {ours[k].data_ptr(): k for k in kept}, dict(unused), dict(config or {}), **kw,
+                   alive=[ours[k] for k in kept])
 
 
 @dataclass
