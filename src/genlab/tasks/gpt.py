@@ -312,7 +312,7 @@ class GPTFinetuneTask(ParallelizeMixin, pl.LightningModule):
         """(head logits ``[B, n_out]`` / ``[B]`` / ``[B, K]``, backbone output)."""
         ids, mask = batch["input_ids"], batch.get("lm_mask")
         self._check_shape(ids)
-        out = self.model(ids)  # right padding + causal attention: no pad mask needed
+        out = self.model(ids, token_type_ids=batch.get("token_type_ids"))  # right padding + causal: no pad mask
         index = batch.get("extract_index")
         if index is None:
             index = (mask.sum(-1) - 1) if mask is not None else torch.full(ids.shape[:-1], ids.shape[-1] - 1,
