@@ -98,7 +98,8 @@ def test_xlnet_folder_finetunes_through_the_cli_and_a_new_sentencepiece_is_refus
     assert ok.returncode == 0, ok.stderr[-3000:]
     assert "test/acc" in ok.stdout
 
-    bad = run_train("experiment=xlnet_sst2_mini", f"task.init_from={xlnet_dir}", *SHORT, tmp_path=tmp_path)
+    bad = run_train("experiment=xlnet_sst2_mini", f"task.init_from={xlnet_dir}", "data.tokenizer=null", *SHORT,
+                    tmp_path=tmp_path)
     assert bad.returncode == 2  # data.tokenizer=null trains a fresh SentencePiece on the mini
     assert "its vocabulary has" in bad.stderr and f"data.tokenizer={xlnet_dir}" in bad.stderr
 
@@ -207,6 +208,7 @@ def test_own_pretraining_run_finetunes_with_its_checkpoint_as_tokenizer(tmp_path
     assert ok.returncode == 0, ok.stderr[-3000:]
     assert "test/acc" in ok.stdout
 
-    bad = run_train("experiment=xlnet_sst2_mini", f"task.init_from={ckpt}", *tiny, *SHORT, tmp_path=tmp_path)
+    bad = run_train("experiment=xlnet_sst2_mini", f"task.init_from={ckpt}", "data.tokenizer=null", *tiny, *SHORT,
+                    tmp_path=tmp_path)
     assert bad.returncode == 2  # data.tokenizer=null trains the mini's own SentencePiece (another vocabulary)
     assert "trained with vocab_size=" in bad.stderr and f"data.tokenizer={ckpt}" in bad.stderr

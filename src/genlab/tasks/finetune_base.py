@@ -32,7 +32,7 @@ from torch import nn
 
 from genlab import checkpoints
 from genlab.errors import CheckpointError, ConfigError
-from genlab.interop import hf_bert, hf_funnel, hf_xlnet
+from genlab.interop import hf_bert, hf_funnel, hf_xlnet, hub
 from genlab.interop.hf_files import check_architecture
 from genlab.models.backbones import adapt
 from genlab.models.bert import BertForPretraining
@@ -54,10 +54,11 @@ def load_pretrained(model: nn.Module, init_from: str, token_level: bool = False
     """Load weights into ``model`` in place; returns the checkpoint's recorded data identity (may be empty) and
     what was loaded, with the checkpoint tensors left for the task's heads.
     ``token_level``: the task reads every position (a Funnel then needs the checkpoint's decoder)."""
-    path = Path(init_from).expanduser()
+    path = hub.resolve(init_from)
     if not path.exists():
         raise CheckpointError(f"task.init_from={init_from}: no such file or folder; give an HF XLNet/BERT/Funnel "
-                              "folder or a genlab .ckpt file, or null to start from scratch.")
+                              "folder, a hub id <owner>/<name>[@revision] or a genlab .ckpt file, or null to start "
+                              "from scratch.")
     if path.suffix == ".ckpt":
         ckpt = checkpoints.load(path, key="task.init_from")
         state = checkpoints.submodule_weights(ckpt)

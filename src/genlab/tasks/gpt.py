@@ -180,11 +180,13 @@ def load_pretrained_state(init_from: str, model: GPTLMHeadModel
     """From a genlab ``.ckpt`` (GPT pretraining run) or an HF OpenAI GPT folder / weights file: our-named GPT
     tensors, the recorded data identity, the checkpoint's other tensors (HF heads, under the file's names) and the
     HF config.json ({} for a .ckpt). Stops (exit 2) when the checkpoint's architecture is not ``model``'s."""
-    path = Path(init_from).expanduser()
+    from genlab.interop import hf_gpt, hub
+
+    path = hub.resolve(init_from)
     if not path.exists():
         raise CheckpointError(f"task.init_from={init_from}: no such file or folder; give a genlab GPT pretraining "
-                              ".ckpt or an HF OpenAI GPT folder, or null to start from scratch.")
-    from genlab.interop import hf_gpt
+                              ".ckpt, an HF OpenAI GPT folder or hub id <owner>/<name>[@revision], or null to start "
+                              "from scratch.")
 
     if path.suffix == ".ckpt":
         ckpt = checkpoints.load(path, key="task.init_from")
