@@ -5,8 +5,10 @@ that the checkpoint's tokenizer is the one the data uses.
 ``init_from`` (a config key) names what to start from:
 * a Hugging Face XLNet, BERT or Funnel folder or weights file (``config.json`` + ``model.safetensors``/
   ``pytorch_model.bin``, e.g. the published ``xlnet-base-cased``, ``bert-base-uncased`` or
-  ``funnel-transformer/intermediate`` saved offline) — imported strictly; when the folder ships its tokenizer
-  (``spiece.model`` / ``vocab.txt``), the finetuning data must use it (``data.tokenizer=<folder>``). A Funnel
+  ``funnel-transformer/intermediate`` saved offline), or its hub id ``<owner>/<name>[@revision]``
+  (genlab.interop.hub) — imported strictly, and only into a model whose config has the checkpoint's architecture
+  (else exit 2 with the overrides); when the folder ships its tokenizer (``spiece.model`` / ``vocab.txt``), the
+  finetuning data must use it (``data.tokenizer``, which the presets default to ``${task.init_from}``). A Funnel
   checkpoint without a decoder (the hub's ``-base`` variants) serves the sequence tasks; SQuAD needs the decoder;
 * a genlab pretraining checkpoint (``.ckpt`` written by ``train.py``, e.g. ``experiment=xlnet_base``): its
   ``model.*`` weights load strictly into the same model config, and its recorded tokenizer identity must equal the
@@ -214,8 +216,8 @@ class FinetuneTask(TaskOptimization, ParallelizeMixin, pl.LightningModule):
         self.prediction_dir = prediction_dir
         if require_pretrained and not init_from:
             raise ConfigError("this preset finetunes a pretrained model: set task.init_from=<HF XLNet/BERT/Funnel "
-                              "folder or genlab .ckpt> and data.tokenizer=<that folder, or the .ckpt's SentencePiece "
-                              ".model> (or task.require_pretrained=false to train from scratch).")
+                              "folder, hub id <owner>/<name> or genlab .ckpt> (data.tokenizer follows it), or "
+                              "task.require_pretrained=false to train from scratch.")
         if monitor_mode not in ("min", "max"):
             raise ConfigError(f"task.monitor_mode={monitor_mode!r} must be 'min' or 'max'.")
         self.pretrained_identity, self._pretrained = (load_pretrained(model, init_from, token_level) if init_from
