@@ -6,6 +6,8 @@ fp32; exported folders must load with ``from_pretrained`` and give the same outp
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -273,3 +275,16 @@ def test_mlm_head_with_transform_exports_its_body_only(tmp_path):
         torch.testing.assert_close(ours(ids, types, mask).hidden,
                                    hf(ids, attention_mask=mask, token_type_ids=types).last_hidden_state,
                                    atol=ATOL, rtol=0)
+
+
+def test_base_model_folder_without_architectures_loads(tmp_path):
+    """A FunnelBaseModel folder whose config.json has no ``architectures``: the weights say there is no decoder."""
+    hf = hf_model("FunnelBaseModel")
+    hf.save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config.pop("architectures", None)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    ours = load_hf_checkpoint(tmp_path, mask_pool="all_real").eval()
+    assert ours.decoder is None
+    ids, types, mask = batch(pad_from=7)
+    compare(hf, ours, ids, types, mask)

@@ -96,6 +96,50 @@ def test_lm_loss_equals_hf_when_all_sequences_have_the_same_length(tmp_path):
     assert (per_sequence_mean(nll, seq, 3).mean() - theirs).abs() > 1e-3  # ours (release) is per sequence
 
 
+def test_token_type_ids_look_up_the_token_embedding_as_hf(tmp_path):
+    ref = hf("OpenAIGPTLMHeadModel")
+    ref.save_pretrained(tmp_path)
+    model = load_hf_checkpoint(tmp_path).eval()
+    ids, mask, _ = batch((2, 3))
+    types = torch.randint(0, V, ids.shape, generator=torch.Generator().manual_seed(5))
+    theirs = ref(input_ids=ids.view(-1, T), token_type_ids=types.view(-1, T)).logits.view(*ids.shape, -1)
+    out = model(ids, token_type_ids=types)
+    real = mask.bool()
+    assert_close(model.lm_logits(out.hidden)[real], theirs[real])
+    assert (model(ids).hidden - out.hidden).abs().max() > 0.1  # the types change the outputs
+
+
+def test_finetuning_takes_the_double_heads_multiple_choice_head(tmp_path, caplog):
+    """``task.init_from=<OpenAIGPTDoubleHeadsModel folder>``: kind=multiple_choice loads multiple_choice_head 1:1
+    (choice logits equal HF's mc_logits); another kind reports it ignored. The load report lists every tensor."""
+    import functools
+
+    from genlab.tasks.gpt import GPTFinetuneTask
+
+    ref = hf("OpenAIGPTDoubleHeadsModel")
+    ref.save_pretrained(tmp_path)
+    opt = functools.partial(torch.optim.AdamW, lr=1e-4)
+
+    def task(kind):
+        model = GPTLMHeadModel(V, 3, n_positions=64, n_embd=D, n_layer=2, n_head=4, resid_pdrop=0.0,
+                               embd_pdrop=0.0, attn_pdrop=0.0)
+        return GPTFinetuneTask(model, opt, kind=kind, n_labels=3, clf_pdrop=0.0, init_from=str(tmp_path)).eval()
+
+    with caplog.at_level("INFO", logger="genlab"):
+        mc = task("multiple_choice")
+    report = mc.init_report
+    assert {"head.linear.proj.weight", "head.linear.proj.bias"} <= set(report.loaded) and not report.ignored
+    assert report.new == []  # the special rows are part of the (loaded) token table
+    assert "multiple_choice_head" not in caplog.text and "2 new" not in caplog.text
+    ids, mask, last = batch((2, 3))
+    with torch.no_grad():
+        logits, _ = mc({"input_ids": ids, "lm_mask": mask, "extract_index": last})
+    assert_close(logits, ref(input_ids=ids, mc_token_ids=last).mc_logits)
+    other = task("classification").init_report
+    assert set(other.ignored) == {"multiple_choice_head.summary.weight", "multiple_choice_head.summary.bias"}
+    assert other.new and all(k.startswith("head.") for k in other.new)  # only the classification head is new
+
+
 def test_double_heads_multiple_choice_logits_match(tmp_path):
     """Check 7: mc_logits with mc_token_ids = index of <e> equal our multiple-choice head's logits."""
     ref = hf("OpenAIGPTDoubleHeadsModel")

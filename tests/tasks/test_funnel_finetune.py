@@ -12,6 +12,7 @@ import torch
 
 from genlab.data.finetune.datamodule import encode_pair
 from genlab.errors import CheckpointError, ConfigError
+from genlab.interop.hf_files import read_state_dict
 from genlab.interop.hf_funnel import save_hf_checkpoint
 from genlab.models.backbones import FunnelBackbone
 from genlab.models.funnel import FunnelModel
@@ -52,6 +53,12 @@ def test_hf_funnel_folder_finetunes_with_its_own_tokenizer(tmp_path):
     task = classifier(FunnelForMaskedLM(V, **TINY), init_from=str(folder))
     body = task.backbone.funnel
     assert body.decoder is None  # sequence task: encoder only
+    report = task.init_report  # the decoder under the file's names, and HF's padding semantics named
+    decoder = [k for k in read_state_dict(folder) if k.startswith("decoder.")]
+    assert {k: v for k, v in report.ignored.items() if k.startswith("decoder.")} == dict.fromkeys(
+        decoder, "Funnel decoder; this task reads the encoder output only")
+    assert not any(k.startswith("funnel.decoder") for k in report.ignored) and "decoder." in report.format()
+    assert len(report.notes) == 1 and "model.mask_pool=all_real reproduces HF" in report.format()
     for name, p in published.named_parameters():
         if not name.startswith("decoder."):
             torch.testing.assert_close(dict(body.named_parameters())[name], p, rtol=0, atol=0, msg=name)
@@ -73,7 +80,7 @@ def test_hf_base_checkpoint_without_decoder(tmp_path):
 
 def test_hf_funnel_architecture_mismatch_names_the_keys(tmp_path):
     folder = _hf_folder(tmp_path / "f", FunnelModel(V, **TINY), vocab=False)
-    with pytest.raises(CheckpointError, match=r"model.block_sizes=\(2, 1, 1\)"):
+    with pytest.raises(CheckpointError, match=r"model.block_sizes=\[2,1,1\]"):
         classifier(FunnelForMaskedLM(V, **{**TINY, "block_sizes": (1, 1, 1)}), init_from=str(folder))
     with pytest.raises(CheckpointError, match="vocabulary"):
         classifier(FunnelForMaskedLM(V + 1, **TINY), init_from=str(folder))

@@ -35,6 +35,9 @@ from genlab.models.bert import BertForPretraining
 
 PREFIX = "bert."
 TIED = "cls.predictions.decoder.weight"
+# our config keys that change the outputs (BERT has one activation, the erf GELU: config_from_hf refuses others)
+ARCH_KEYS = ("vocab_size", "n_layer", "d_model", "n_head", "d_inner", "max_position", "type_vocab_size",
+             "layer_norm_eps")
 TIED_BIAS = "cls.predictions.decoder.bias"
 MLM_BIAS = "cls.predictions.bias"
 BUFFERS = ("embeddings.position_ids", "embeddings.token_type_ids")  # non-parameter buffers of some HF versions

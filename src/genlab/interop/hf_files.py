@@ -1,10 +1,12 @@
 """What every Hugging Face importer/exporter shares: reading weight files (single, sharded, safetensors or
-pickle), the strict shape/name check against our model, the import report, and writing an HF folder atomically."""
+pickle), the strict shape/name check against our model, the architecture check (every config key that changes
+the outputs, with the Hydra override that fixes it), the import report, and writing an HF folder atomically."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,8 @@ class HFImport:
     unused: list[str] = field(default_factory=list)
     kept_init: list[str] = field(default_factory=list)
     loaded: list[str] = field(default_factory=list)
+    file_names: dict[str, str] = field(default_factory=dict)  # our name of a loaded tensor -> the checkpoint's
+    notes: list[str] = field(default_factory=list)  # what the user should know besides tensors
 
 
 def read_state_dict(path: str | Path) -> dict[str, Tensor]:
@@ -71,6 +75,47 @@ def fit_problems(ours: Mapping[str, Tensor], state: Mapping[str, Tensor]) -> lis
     if extra:
         problems.append("tensors the model does not have: " + ", ".join(extra))
     return problems
+
+
+def hydra_value(value: Any) -> str:
+    """``value`` as a Hydra command-line literal (``relu``, ``0.01``, ``[1,1,1]``, ``true``, ``null``)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(hydra_value(v) for v in value) + "]"
+    return str(value)
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float) or isinstance(b, float):
+        return isinstance(a, (int, float)) and isinstance(b, (int, float)) and math.isclose(a, b, rel_tol=1e-9)
+    return a == b
+
+
+def architecture_overrides(theirs: Mapping[str, Any], ours: Mapping[str, Any], keys: Iterable[str]) -> list[str]:
+    """``model.<key>=<checkpoint's value>`` for every key in ``keys`` whose value differs between the checkpoint's
+    model kwargs (``theirs``) and the configured model's (``ours``); keys either side lacks are skipped."""
+    return [f"model.{k}={hydra_value(theirs[k])}" for k in keys
+            if k in theirs and k in ours and not _same(theirs[k], ours[k])]
+
+
+def check_architecture(source: str, theirs: Mapping[str, Any], ours: Mapping[str, Any], keys: Iterable[str],
+                       more_fixes: Iterable[str] = ()) -> None:
+    """Stop (CheckpointError, exit 2) when the checkpoint was trained with another architecture than the model
+    the config builds, listing every differing key and the overrides to add, so that outputs never differ silently
+    (shapes alone cannot tell an activation, a LayerNorm epsilon or a head split)."""
+    keys = list(keys)
+    fixes = architecture_overrides(theirs, ours, keys) + list(more_fixes)
+    if not fixes:
+        return
+    got = "; ".join(f"{k}: checkpoint {theirs[k]!r}, config {ours[k]!r}" for k in keys
+                    if k in theirs and k in ours and not _same(theirs[k], ours[k]))
+    raise CheckpointError(f"{source} was trained with a different model ({got or 'see below'}); add these "
+                          f"overrides to build the checkpoint's model: {' '.join(fixes)}")
 
 
 def copy_state(module: torch.nn.Module, state: Mapping[str, Tensor]) -> None:

@@ -47,6 +47,8 @@ TO_HF_ATTN = {"rel_shift": "relative_shift", "gather": "relative_shift", "factor
 FROM_HF_ATTN = {"relative_shift": "rel_shift", "factorized": "factorized"}
 ENCODER_ONLY = ("FunnelBaseModel", "FunnelForSequenceClassification", "FunnelForMultipleChoice")
 TIED = "lm_head.weight"
+ARCH_KEYS = ("vocab_size", "block_sizes", "block_repeats", "d_model", "n_head", "d_head", "d_inner", "activation",
+             "layer_norm_eps", "pooling_type", "pool_q_only", "separate_cls", "truncate_seq")  # change the outputs
 FLIP = ("discriminator_predictions.dense_prediction.weight", "discriminator_predictions.dense_prediction.bias")
 FFN_NAMES = ((".ffn.layer_1.", ".ffn.linear_1."), (".ffn.layer_2.", ".ffn.linear_2."))
 Model = FunnelModel | FunnelForMaskedLM | FunnelElectra
@@ -182,12 +184,14 @@ def export_hf_state_dict(model: Model) -> dict[str, Tensor]:
     return state
 
 
-def _normalise(model: Model, state_dict: Mapping[str, Tensor], source: str) -> tuple[dict[str, Tensor], list[str]]:
-    """HF tensors under our names, with or without the ``funnel.`` prefix our model expects; unused keys."""
+def _normalise(model: Model, state_dict: Mapping[str, Tensor], source: str
+               ) -> tuple[dict[str, Tensor], list[str], dict[str, str]]:
+    """HF tensors under our names, with or without the ``funnel.`` prefix our model expects; unused keys; our
+    name -> the file's."""
     wants_prefix = not isinstance(model, FunnelModel)
     has_prefix = any(k.startswith("funnel.") for k in state_dict)
     blocks = _body(model).arch["block_sizes"]
-    out, unused = {}, []
+    out, unused, names = {}, [], {}
     for key, value in state_dict.items():
         body = key[len("funnel."):] if has_prefix and key.startswith("funnel.") else None if has_prefix else key
         if body is None:  # a head of an HF task model
@@ -199,17 +203,23 @@ def _normalise(model: Model, state_dict: Mapping[str, Tensor], source: str) -> t
         if body.startswith("decoder.") and _body(model).decoder is None:
             unused.append(key)
             continue
-        out[("funnel." if wants_prefix else "") + from_hf_key(body, blocks)] = value
+        ours = ("funnel." if wants_prefix else "") + from_hf_key(body, blocks)
+        out[ours], names[ours] = value, key
     if not any("embeddings.word_embeddings" in k for k in out):
         raise CheckpointError(f"{source}: no Funnel tensors found (expected keys like "
                               "'embeddings.word_embeddings.weight' or 'funnel.embeddings.word_embeddings.weight')")
-    return out, unused
+    return out, unused, names
 
 
 def load_hf_state_dict(model: Model, state_dict: Mapping[str, Tensor], source: str = "state dict") -> FunnelImport:
     """Copy an HF Funnel state dict into ``model`` (strict, see the module docstring)."""
-    state, unused = _normalise(model, state_dict, source)
-    report = FunnelImport(unused=unused)
+    state, unused, names = _normalise(model, state_dict, source)
+    report = FunnelImport(unused=unused, file_names=names)
+    mask_pool = _body(model).arch["mask_pool"]
+    if mask_pool != "all_real":
+        report.notes.append(f"HF pools the padding mask 'all_real'; this model has model.mask_pool={mask_pool} (the "
+                            "original code's), so outputs on padded batches differ from HF's where a pooling window "
+                            "straddles the padding; model.mask_pool=all_real reproduces HF")
     ours = dict(model.state_dict())
     if isinstance(model, FunnelElectra):  # HF has no generator: it keeps its initialisation
         report.kept_init = [k for k in ours if k.startswith("generator_lm_head.")
@@ -268,7 +278,11 @@ def load_hf_checkpoint(directory: str | Path, **overrides: Any) -> Model:
     if not config_path.is_file():
         raise CheckpointError(f"{folder}: config.json not found (an HF Funnel folder has config.json and weights)")
     config = json.loads(config_path.read_text())
-    kwargs = {**config_from_hf(config), **overrides}
+    state = read_state_dict(folder)
+    kwargs = config_from_hf(config)
+    if not config.get("architectures"):  # e.g. a FunnelBaseModel saved without it: the weights say
+        kwargs["use_decoder"] = any(k.startswith(("decoder.", "funnel.decoder.")) for k in state)
+    kwargs.update(overrides)
     arch = (config.get("architectures") or ["FunnelModel"])[0]
     if arch == "FunnelForMaskedLM":
         model: Model = FunnelForMaskedLM(**{"mlm_transform": False, **kwargs})
@@ -276,7 +290,7 @@ def load_hf_checkpoint(directory: str | Path, **overrides: Any) -> Model:
         model = FunnelElectra(**kwargs)
     else:
         model = FunnelModel(**kwargs)
-    load_hf_state_dict(model, read_state_dict(folder), source=str(folder))
+    load_hf_state_dict(model, state, source=str(folder))
     return model
 
 

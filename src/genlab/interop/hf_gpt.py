@@ -55,10 +55,12 @@ TO_HF_ACT = {"gelu_tanh": "gelu", "relu": "relu", "silu": "silu"}
 # HF name piece <-> ours, and whether the weight is a Conv1D (transposed) matrix
 RENAMES = ((".attn.c_attn.", ".attn.qkv."), (".attn.c_proj.", ".attn.proj."))
 CONV1D = re.compile(r"\.h\.\d+\.(attn\.(qkv|proj)|mlp\.(c_fc|c_proj))\.weight$")
+# our config keys that change the outputs besides the shapes (n_positions: a longer checkpoint table is cut)
+ARCH_KEYS = ("n_embd", "n_layer", "n_head", "n_inner", "afn", "layer_norm_eps")
 SKIP = re.compile(r"(^|\.)h\.\d+\.attn\.(bias|masked_bias)$|(^|\.)position_ids$")
 
 __all__ = ["GPTImport", "config_from_hf", "config_to_hf", "export_hf_state_dict", "genlab_state_from_hf",
-           "load_hf_checkpoint", "load_hf_state_dict", "read_state_dict", "save_hf_checkpoint"]
+           "hf_extra_tensors", "load_hf_checkpoint", "load_hf_state_dict", "read_state_dict", "save_hf_checkpoint"]
 
 
 @dataclass
@@ -159,6 +161,13 @@ def genlab_state_from_hf(state_dict: Mapping[str, Tensor], source: str = "state 
     """The tensors of ``GPTLMHeadModel`` under our names (no model needed, e.g. for a partial transfer with
     ``genlab.models.gpt.transfer_pretrained``); head tensors are dropped."""
     return _resolve_tied(_normalise(state_dict, source)[0], source)
+
+
+def hf_extra_tensors(state_dict: Mapping[str, Tensor], source: str = "state dict") -> dict[str, Tensor]:
+    """The tensors of an HF checkpoint outside ``GPTLMHeadModel`` (``multiple_choice_head.*`` of
+    ``OpenAIGPTDoubleHeadsModel``, other task heads), under the names the file gives them."""
+    _, head, unused = _normalise(state_dict, source)
+    return {**{MC_PREFIX + k[len("linear.proj."):]: v for k, v in head.items()}, **{k: state_dict[k] for k in unused}}
 
 
 def load_hf_state_dict(model: GPTLMHeadModel, state_dict: Mapping[str, Tensor], source: str = "state dict",

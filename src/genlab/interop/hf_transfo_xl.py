@@ -26,6 +26,15 @@ from genlab.models.transformer_xl import TransformerXL
 from genlab.nn.positional import inverse_frequencies
 
 INV_FREQ_KEY = "transformer.pos_emb.inv_freq"
+# our config keys that change the outputs (Transformer-XL has one activation, ReLU, in HF and here)
+ARCH_KEYS = ("vocab_size", "n_layer", "d_model", "n_head", "d_head", "d_inner", "d_embed", "ln_eps", "pre_lnorm",
+             "untie_r", "cutoffs", "div_val", "tie_projs")
+
+
+def architecture(model: TransformerXL) -> dict[str, Any]:
+    """The constructor arguments of ``model`` that ``ARCH_KEYS`` names (our config keys)."""
+    return {**model.arch, "vocab_size": model.vocab_size, "n_layer": model.n_layer, "d_model": model.d_model,
+            "n_head": model.n_head, "d_head": model.d_head, "d_embed": model.d_embed}
 
 
 def config_from_hf(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -31,6 +31,8 @@ from genlab.models.xlnet import XLNetLMHeadModel, XLNetModel
 
 PREFIX = "transformer."
 TIED = "lm_loss.weight"
+ARCH_KEYS = ("vocab_size", "n_layer", "d_model", "n_head", "d_head", "d_inner", "ff_activation", "untie_r",
+             "layer_norm_eps")  # our config keys that change the outputs
 HEAD_PREFIXES = ("sequence_summary.", "logits_proj.", "start_logits.", "end_logits.", "answer_class.", "qa_outputs.")
 TO_HF_ACT = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu"}
 FROM_HF_ACT = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}

@@ -102,7 +102,10 @@ class GPTModel(nn.Module):
         self.h = nn.ModuleList(GPTBlock(n_embd, n_head, n_inner, afn, resid_pdrop, attn_pdrop, layer_norm_eps)
                                for _ in range(n_layer))
 
-    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> GPTOutput:
+    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None,
+                token_type_ids: Tensor | None = None) -> GPTOutput:
+        """``token_type_ids`` (optional, HF ``OpenAIGPTModel``'s input): ids looked up in the token embedding itself
+        and added to the input, as HF does (GPT-1 has no separate segment table)."""
         *lead, t = input_ids.shape
         if t > self.n_positions:
             raise ConfigError(f"sequence length {t} exceeds model.n_positions={self.n_positions}; shorten the "
@@ -113,9 +116,11 @@ class GPTModel(nn.Module):
         dropped = self.embd_dropout_on_matrix and self.training
         if dropped:  # release: dropout on the matrix itself, one mask per row for the batch
             tokens, positions = self.drop(tokens), self.drop(positions)
-            x = F.embedding(ids, tokens) + positions[:t]
-        else:  # HF: dropout on the summed activations
-            x = self.drop(F.embedding(ids, tokens) + positions[:t])
+        x = F.embedding(ids, tokens) + positions[:t]
+        if token_type_ids is not None:
+            x = x + F.embedding(token_type_ids.reshape(-1, t), tokens)
+        if not dropped:  # HF: dropout on the summed activations
+            x = self.drop(x)
         for block in self.h:
             x = block(x, mask)
         x = output_view(x, (*lead, t, x.shape[-1]))
@@ -189,8 +194,9 @@ class GPTLMHeadModel(nn.Module):
         """The tied output matrix: the token embedding itself (same tensor object)."""
         return self.transformer.tokens_embed.weight
 
-    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> GPTOutput:
-        return self.transformer(input_ids, attention_mask)
+    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None,
+                token_type_ids: Tensor | None = None) -> GPTOutput:
+        return self.transformer(input_ids, attention_mask, token_type_ids)
 
     def lm_logits(self, hidden: Tensor, out: GPTOutput | None = None, special_rows: bool = True) -> Tensor:
         """``hidden @ Wᵀ`` over the ordinary tokens (+ the specials when ``special_rows``) (+ the position rows

@@ -5,8 +5,10 @@ that the checkpoint's tokenizer is the one the data uses.
 ``init_from`` (a config key) names what to start from:
 * a Hugging Face XLNet, BERT or Funnel folder or weights file (``config.json`` + ``model.safetensors``/
   ``pytorch_model.bin``, e.g. the published ``xlnet-base-cased``, ``bert-base-uncased`` or
-  ``funnel-transformer/intermediate`` saved offline) — imported strictly; when the folder ships its tokenizer
-  (``spiece.model`` / ``vocab.txt``), the finetuning data must use it (``data.tokenizer=<folder>``). A Funnel
+  ``funnel-transformer/intermediate`` saved offline), or its hub id ``<owner>/<name>[@revision]``
+  (genlab.interop.hub) — imported strictly, and only into a model whose config has the checkpoint's architecture
+  (else exit 2 with the overrides); when the folder ships its tokenizer (``spiece.model`` / ``vocab.txt``), the
+  finetuning data must use it (``data.tokenizer``, which the presets default to ``${task.init_from}``). A Funnel
   checkpoint without a decoder (the hub's ``-base`` variants) serves the sequence tasks; SQuAD needs the decoder;
 * a genlab pretraining checkpoint (``.ckpt`` written by ``train.py``, e.g. ``experiment=xlnet_base``): its
   ``model.*`` weights load strictly into the same model config, and its recorded tokenizer identity must equal the
@@ -32,6 +34,8 @@ from torch import nn
 
 from genlab import checkpoints
 from genlab.errors import CheckpointError, ConfigError
+from genlab.interop import hf_bert, hf_funnel, hf_xlnet, hub
+from genlab.interop.hf_files import check_architecture
 from genlab.models.backbones import adapt
 from genlab.models.bert import BertForPretraining
 from genlab.models.funnel import FunnelModel
@@ -52,10 +56,11 @@ def load_pretrained(model: nn.Module, init_from: str, token_level: bool = False
     """Load weights into ``model`` in place; returns the checkpoint's recorded data identity (may be empty) and
     what was loaded, with the checkpoint tensors left for the task's heads.
     ``token_level``: the task reads every position (a Funnel then needs the checkpoint's decoder)."""
-    path = Path(init_from).expanduser()
+    path = hub.resolve(init_from)
     if not path.exists():
         raise CheckpointError(f"task.init_from={init_from}: no such file or folder; give an HF XLNet/BERT/Funnel "
-                              "folder or a genlab .ckpt file, or null to start from scratch.")
+                              "folder, a hub id <owner>/<name>[@revision] or a genlab .ckpt file, or null to start "
+                              "from scratch.")
     if path.suffix == ".ckpt":
         ckpt = checkpoints.load(path, key="task.init_from")
         state = checkpoints.submodule_weights(ckpt)
@@ -66,28 +71,30 @@ def load_pretrained(model: nn.Module, init_from: str, token_level: bool = False
         ours = {k: v for k, v in _arch(model).items() if k == "vocab_size"}  # the data's, through model_overrides
         checkpoints.check_data_identity(identity, ours, f"task.init_from={init_from}",
                                         fix=f"finetune on the checkpoint's own tokenizer: data.tokenizer={path}")
+        _check_ckpt_architecture(model, ckpt, init_from)
         if isinstance(model, FUNNELS):
             loaded = _load_funnel_body(model, state, init_from)
         else:
             loaded = _load_strict_but_mlm_transform(model, state, init_from)
         return identity, PretrainedWeights.of(model, str(path), loaded, {})
     if isinstance(model, (XLNetLMHeadModel, XLNetModel)):
-        from genlab.interop import hf_xlnet as interop
+        interop: Any = hf_xlnet
     elif isinstance(model, BertForPretraining):
-        from genlab.interop import hf_bert as interop  # type: ignore[no-redef]
+        interop = hf_bert
     elif isinstance(model, FUNNELS):
-        from genlab.interop import hf_funnel as interop  # type: ignore[no-redef]
+        interop = hf_funnel
     else:
         raise CheckpointError(f"task.init_from={init_from}: only XLNet, BERT and Funnel import HF folders; for "
                               f"{type(model).__name__} give a genlab .ckpt.")
-    config = _check_hf_architecture(model, path, interop.config_from_hf)
+    config = _check_hf_architecture(model, path, interop)
     state = interop.read_state_dict(path)
     if isinstance(model, FUNNELS):
         report = _import_hf_funnel(model, state, path, token_level)
     else:
         report = interop.load_hf_state_dict(model, state, source=f"task.init_from={path}")
     # an unused key the importer renamed (TF LayerNorm names) has no tensor here: still reported, as ignored
-    weights = PretrainedWeights.of(model, str(path), report.loaded, {k: state.get(k) for k in report.unused}, config)
+    weights = PretrainedWeights.of(model, str(path), report.loaded, {k: state.get(k) for k in report.unused}, config,
+                                   file_names=getattr(report, "file_names", {}), notes=getattr(report, "notes", []))
     tokenizer = _shipped_tokenizer(path)
     if tokenizer is None:
         return {}, weights
@@ -142,6 +149,7 @@ def _import_hf_funnel(model: nn.Module, state: dict[str, torch.Tensor], path: Pa
     report = load_hf_state_dict(body, state, source=f"task.init_from={path}")
     prefix = "" if isinstance(model, FunnelModel) else "funnel."
     report.loaded = [prefix + k for k in report.loaded]
+    report.file_names = {prefix + k: v for k, v in report.file_names.items()}
     return report
 
 
@@ -150,15 +158,6 @@ def _shipped_tokenizer(path: Path) -> Path | None:
     from genlab.data.tokenizers.from_checkpoint import tokenizer_file
 
     return tokenizer_file(path if path.is_dir() else path.parent)
-
-
-ARCH_KEYS = {"xlnet": ("vocab_size", "n_layer", "d_model", "n_head", "d_head", "d_inner", "ff_activation", "untie_r",
-                       "layer_norm_eps"),
-             "bert": ("vocab_size", "n_layer", "d_model", "n_head", "d_inner", "max_position", "type_vocab_size",
-                      "layer_norm_eps"),
-             "funnel": ("vocab_size", "block_sizes", "block_repeats", "d_model", "n_head", "d_head", "d_inner",
-                        "activation", "layer_norm_eps", "pooling_type", "pool_q_only", "separate_cls",
-                        "truncate_seq")}
 
 
 def _arch_family(model: nn.Module) -> str:
@@ -173,9 +172,9 @@ def _arch(model: nn.Module) -> dict[str, Any]:
     return dict(getattr(inner, "arch", {}))
 
 
-def _check_hf_architecture(model: nn.Module, path: Path, config_from_hf: Callable[[dict], dict]) -> dict[str, Any]:
-    """Shapes are checked by the strict import; this names the config keys to set, and catches what shapes
-    cannot (the GELU variant, LayerNorm eps). Returns the folder's config.json ({} without one)."""
+def _check_hf_architecture(model: nn.Module, path: Path, interop: Any) -> dict[str, Any]:
+    """Shapes are checked by the strict import; this catches what shapes cannot (the activation, LayerNorm eps, the
+    head split) and names every override to set. Returns the folder's config.json ({} without one)."""
     import json
 
     config = (path if path.is_dir() else path.parent) / "config.json"
@@ -183,20 +182,25 @@ def _check_hf_architecture(model: nn.Module, path: Path, config_from_hf: Callabl
         return {}
     hf_config = json.loads(config.read_text())
     try:
-        theirs = config_from_hf(hf_config)
+        theirs = interop.config_from_hf(hf_config)
     except CheckpointError as err:
         raise CheckpointError(f"task.init_from={path}: {err}") from err
-    ours, keys = _arch(model), ARCH_KEYS[_arch_family(model)]
+    ours, fixes = _arch(model), []
     if theirs["vocab_size"] != ours["vocab_size"]:
         shipped = _shipped_tokenizer(path) or "<the checkpoint's spiece.model / vocab.txt>"
-        raise CheckpointError(f"task.init_from={path} has a vocabulary of {theirs['vocab_size']} tokens but the data's "
-                              f"tokenizer has {ours['vocab_size']}; finetune on the checkpoint's own tokenizer: "
-                              f"data.tokenizer={shipped}.")
-    diff = [f"model.{k}={theirs[k]!r} (config has {ours[k]!r})" for k in keys if theirs[k] != ours[k]]
-    if diff:
-        raise CheckpointError(f"task.init_from={path} was trained with a different architecture; set "
-                              + ", ".join(diff) + ".")
+        fixes.append(f"data.tokenizer={shipped} (its vocabulary has {theirs['vocab_size']} tokens, the data's "
+                     f"tokenizer {ours['vocab_size']})")
+    keys = [k for k in interop.ARCH_KEYS if k != "vocab_size"]
+    check_architecture(f"task.init_from={path}", theirs, ours, keys, fixes)
     return hf_config
+
+
+def _check_ckpt_architecture(model: nn.Module, ckpt: dict[str, Any], init_from: str) -> None:
+    """A genlab checkpoint records its run's model config: every key that changes the outputs must match."""
+    theirs = checkpoints.record(ckpt).get("config", {}).get("model") or {}
+    interop = {"bert": hf_bert, "funnel": hf_funnel, "xlnet": hf_xlnet}[_arch_family(model)]
+    keys = [k for k in interop.ARCH_KEYS if k != "vocab_size"]  # the data's: checked with the tokenizer identity
+    check_architecture(f"task.init_from={init_from}", theirs, _arch(model), keys)
 
 
 class FinetuneTask(TaskOptimization, ParallelizeMixin, pl.LightningModule):
@@ -212,8 +216,8 @@ class FinetuneTask(TaskOptimization, ParallelizeMixin, pl.LightningModule):
         self.prediction_dir = prediction_dir
         if require_pretrained and not init_from:
             raise ConfigError("this preset finetunes a pretrained model: set task.init_from=<HF XLNet/BERT/Funnel "
-                              "folder or genlab .ckpt> and data.tokenizer=<that folder, or the .ckpt's SentencePiece "
-                              ".model> (or task.require_pretrained=false to train from scratch).")
+                              "folder, hub id <owner>/<name> or genlab .ckpt> (data.tokenizer follows it), or "
+                              "task.require_pretrained=false to train from scratch.")
         if monitor_mode not in ("min", "max"):
             raise ConfigError(f"task.monitor_mode={monitor_mode!r} must be 'min' or 'max'.")
         self.pretrained_identity, self._pretrained = (load_pretrained(model, init_from, token_level) if init_from

@@ -34,6 +34,7 @@ sequence and then over all ``B·K`` sequences (wrong choices included), as the r
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,7 @@ from torchmetrics import MeanMetric
 
 from genlab import checkpoints
 from genlab.errors import CheckpointError, ConfigError
+from genlab.interop.hf_gpt import MC_PREFIX
 from genlab.metrics.glue_metrics import classification_metrics
 from genlab.models.gpt import (
     GPTClassificationHead,
@@ -63,6 +65,9 @@ from genlab.tasks.data_interface import (
     datamodule_of,
 )
 from genlab.tasks.gpt_optim import ndim_decay_groups
+from genlab.tasks.pretrained_heads import PretrainedWeights, take_heads
+
+log = logging.getLogger("genlab")
 
 KINDS = ("classification", "similarity", "multiple_choice")
 STSB_HEADS = (None, "soft6", "mse")
@@ -170,22 +175,48 @@ class GPTPretrainTask(ParallelizeMixin, pl.LightningModule):
 
 
 # --------------------------------------------------------------------------------------------------- finetuning
-def load_pretrained_state(init_from: str) -> tuple[dict[str, Tensor], dict[str, Any]]:
-    """Our-named GPT tensors and the recorded data identity from a genlab ``.ckpt`` (GPT pretraining run) or an
-    HF OpenAI GPT folder / weights file."""
-    path = Path(init_from).expanduser()
+def load_pretrained_state(init_from: str, model: GPTLMHeadModel
+                          ) -> tuple[dict[str, Tensor], dict[str, Any], dict[str, Tensor], dict[str, Any]]:
+    """From a genlab ``.ckpt`` (GPT pretraining run) or an HF OpenAI GPT folder / weights file: our-named GPT
+    tensors, the recorded data identity, the checkpoint's other tensors (HF heads, under the file's names) and the
+    HF config.json ({} for a .ckpt). Stops (exit 2) when the checkpoint's architecture is not ``model``'s."""
+    from genlab.interop import hf_gpt, hub
+
+    path = hub.resolve(init_from)
     if not path.exists():
         raise CheckpointError(f"task.init_from={init_from}: no such file or folder; give a genlab GPT pretraining "
-                              ".ckpt or an HF OpenAI GPT folder, or null to start from scratch.")
+                              ".ckpt, an HF OpenAI GPT folder or hub id <owner>/<name>[@revision], or null to start "
+                              "from scratch.")
+
     if path.suffix == ".ckpt":
         ckpt = checkpoints.load(path, key="task.init_from")
         state = checkpoints.submodule_weights(ckpt)
         if not state:
             raise CheckpointError(f"task.init_from={init_from}: the checkpoint holds no model.* weights.")
-        return state, {"tokenizer_source": str(path), **checkpoints.data_identity(ckpt)}
-    from genlab.interop import hf_gpt
+        theirs = checkpoints.record(ckpt).get("config", {}).get("model") or {}
+        _check_architecture(init_from, theirs, model)
+        return state, {"tokenizer_source": str(path), **checkpoints.data_identity(ckpt)}, {}, {}
+    config_file = (path if path.is_dir() else path.parent) / "config.json"
+    config = json.loads(config_file.read_text()) if config_file.is_file() else {}
+    if config:
+        try:
+            theirs = hf_gpt.config_from_hf(config)
+        except CheckpointError as err:
+            raise CheckpointError(f"task.init_from={init_from}: {err}") from err
+        _check_architecture(init_from, theirs, model)
+    raw = hf_gpt.read_state_dict(path)
+    source = f"task.init_from={path}"
+    return hf_gpt.genlab_state_from_hf(raw, source), {}, hf_gpt.hf_extra_tensors(raw, source), config
 
-    return hf_gpt.genlab_state_from_hf(hf_gpt.read_state_dict(path), f"task.init_from={path}"), {}
+
+def _check_architecture(init_from: str, theirs: dict[str, Any], model: GPTLMHeadModel) -> None:
+    from genlab.interop.hf_files import check_architecture
+    from genlab.interop.hf_gpt import ARCH_KEYS
+
+    ours, fixes = model.arch, []
+    if theirs.get("n_positions", ours["n_positions"]) < ours["n_positions"]:  # a longer table is cut to ours
+        fixes.append(f"model.n_positions={theirs['n_positions']}")
+    check_architecture(f"task.init_from={init_from}", theirs, ours, ARCH_KEYS, fixes)
 
 
 class GPTFinetuneTask(ParallelizeMixin, pl.LightningModule):
@@ -222,10 +253,14 @@ class GPTFinetuneTask(ParallelizeMixin, pl.LightningModule):
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self.monitor, self.monitor_mode, self.weight_decay = monitor, monitor_mode, weight_decay
         self.pretrained_identity: dict[str, Any] = {}
+        pretrained = None
         if init_from:
-            state, self.pretrained_identity = load_pretrained_state(init_from)
-            if init_from_pretrained:
-                transfer_pretrained(model, state, n_transfer)
+            state, self.pretrained_identity, extra, config = load_pretrained_state(init_from, model)
+            copied = transfer_pretrained(model, state, n_transfer) if init_from_pretrained else []
+            skipped = "task.init_from_pretrained=false" if not init_from_pretrained else f"task.n_transfer={n_transfer}"
+            reasons = {k: f"not transferred ({skipped})" for k in state if k not in copied}
+            pretrained = PretrainedWeights.of(model, init_from, copied, {**extra, **dict.fromkeys(reasons)}, config,
+                                              reasons=reasons)
         d = model.n_embd
         if kind == "multiple_choice":
             self.head: nn.Module = GPTMultipleChoiceHead(d, clf_pdrop, model.init_std)
@@ -234,6 +269,11 @@ class GPTFinetuneTask(ParallelizeMixin, pl.LightningModule):
             cls = GPTSimilarityHead if kind == "similarity" else GPTClassificationHead
             self.head = cls(d, n_out, clf_pdrop, model.init_std)
         self.metric, self.n_labels, self.prediction_dir = ("corr" if stsb_head else metric), n_labels, prediction_dir
+        self.init_report = None  # what init_from gave this task (pretrained_heads.InitReport)
+        if pretrained is not None:  # HF DoubleHeads' multiple_choice_head is ours 1:1 (linear on h at <e>)
+            heads = {MC_PREFIX: "head.linear.proj."} if kind == "multiple_choice" and init_from_pretrained else {}
+            self.init_report = take_heads(self, pretrained, heads)
+            log.info(self.init_report.format())
         classification_metrics(self.metric, n_labels)  # validate the name now
         self.metrics = nn.ModuleDict()
         self.split_names: dict[str, list[str]] = {"valid": ["dev"], "test": ["test"]}
@@ -274,7 +314,7 @@ class GPTFinetuneTask(ParallelizeMixin, pl.LightningModule):
         """(head logits ``[B, n_out]`` / ``[B]`` / ``[B, K]``, backbone output)."""
         ids, mask = batch["input_ids"], batch.get("lm_mask")
         self._check_shape(ids)
-        out = self.model(ids)  # right padding + causal attention: no pad mask needed
+        out = self.model(ids, token_type_ids=batch.get("token_type_ids"))  # right padding + causal: no pad mask
         index = batch.get("extract_index")
         if index is None:
             index = (mask.sum(-1) - 1) if mask is not None else torch.full(ids.shape[:-1], ids.shape[-1] - 1,

@@ -49,14 +49,22 @@ class PretrainedWeights:
     loaded: dict[int, str]  # storage address of a model tensor filled from the checkpoint -> its model name
     unused: dict[str, Tensor | None]  # checkpoint tensors the body import had no place for (HF task heads)
     config: dict[str, Any] = field(default_factory=dict)  # the HF folder's config.json ({} for a genlab .ckpt)
+    file_names: dict[str, str] = field(default_factory=dict)  # model name of a loaded tensor -> the file's name
+    reasons: dict[str, str] = field(default_factory=dict)  # why an unused checkpoint tensor is not taken
+    notes: list[str] = field(default_factory=list)  # what the import changes besides tensors (printed with them)
+    # the loaded tensors themselves: a module the adapter drops (Funnel's decoder) must not free its storage, which
+    # a new task tensor could then reuse and be mistaken for a loaded one
+    alive: list[Tensor] = field(default_factory=list, repr=False)
 
     @classmethod
     def of(cls, model: nn.Module, source: str, loaded: Iterable[str], unused: Mapping[str, Tensor | None],
-           config: Mapping[str, Any] | None = None) -> PretrainedWeights:
+           config: Mapping[str, Any] | None = None, **kw: Any) -> PretrainedWeights:
         ours = model.state_dict(keep_vars=True)
         # the adapter renames the body's tensors (transformer.* -> backbone.transformer.*) but keeps them: match
         # by storage, so every backbone family is covered without a prefix table
-        return cls(source, {ours[k].data_ptr(): k for k in loaded if k in ours}, dict(unused), dict(config or {}))
+        kept = [k for k in loaded if k in ours]
+        return cls(source, {ours[k].data_ptr(): k for k in kept}, dict(unused), dict(config or {}), **kw,
+                   alive=[ours[k] for k in kept])
 
 
 @dataclass
@@ -67,6 +75,7 @@ class InitReport:
     loaded: list[str]
     new: list[str]
     ignored: dict[str, str]
+    notes: list[str] = field(default_factory=list)
 
     def format(self) -> str:
         lines = [f"task.init_from={self.source}: {len(self.loaded)} tensors loaded, {len(self.new)} new "
@@ -76,7 +85,7 @@ class InitReport:
         for key, why in self.ignored.items():
             by_reason[why].append(key)
         lines += [f"  ignored: {brief(keys)} ({why})" for why, keys in by_reason.items()] or ["  ignored: -"]
-        return "\n".join(lines)
+        return "\n".join(lines + [f"  note: {note}" for note in self.notes])
 
 
 def take_heads(task: nn.Module, weights: PretrainedWeights, heads: Mapping[str, str]) -> InitReport:
@@ -87,13 +96,16 @@ def take_heads(task: nn.Module, weights: PretrainedWeights, heads: Mapping[str, 
     for name, tensor in ours.items():
         names_at[tensor.data_ptr()].append(name)
     loaded = [name for ptr in weights.loaded for name in names_at.get(ptr, [])]
-    ignored = {key: PRETRAINING_HEAD for ptr, key in weights.loaded.items() if ptr not in names_at}
+    ignored = {weights.file_names.get(key, key): dropped_reason(key) for ptr, key in weights.loaded.items()
+               if ptr not in names_at}
     refused = incompatible_heads(weights.config)
     with torch.no_grad():
         for key, value in weights.unused.items():
             prefix = max((p for p in heads if key.startswith(p)), key=len, default=None)
             target = None if prefix is None else heads[prefix] + key[len(prefix):]
-            if value is None or target is None or target not in ours:
+            if key in weights.reasons:
+                ignored[key] = weights.reasons[key]
+            elif value is None or target is None or target not in ours:
                 ignored[key] = next((why for p, why in NO_EQUIVALENT.items() if key.startswith(p)), NO_COUNTERPART)
             elif prefix in refused:
                 ignored[key] = refused[prefix]
@@ -103,11 +115,25 @@ def take_heads(task: nn.Module, weights: PretrainedWeights, heads: Mapping[str, 
                 ours[target].copy_(value.to(ours[target].dtype))
                 loaded.append(target)
     taken = set(loaded)
-    return InitReport(weights.source, sorted(taken), [n for n in ours if n not in taken], ignored)
+    return InitReport(weights.source, sorted(taken), [n for n in ours if n not in taken], ignored, weights.notes)
+
+
+def dropped_reason(name: str) -> str:
+    """Why a tensor the import loaded is not part of the task (the adapter dropped its module)."""
+    if name.startswith(("decoder.", "funnel.decoder.")):
+        return "Funnel decoder; this task reads the encoder output only"
+    return PRETRAINING_HEAD
 
 
 def incompatible_heads(config: Mapping[str, Any]) -> dict[str, str]:
     """HF heads whose shapes fit but whose config computes something other than ours."""
+    if config.get("model_type") == "openai-gpt":  # DoubleHeads: linear on the hidden state at mc_token_ids (<e>)
+        summary = (config.get("summary_type", "cls_index"), config.get("summary_use_proj", True),
+                   config.get("summary_activation"))
+        if summary == ("cls_index", True, None):
+            return {}
+        return {"multiple_choice_head.summary.": f"config.json's summary (summary_type, summary_use_proj, summary_activation)"
+                                        f" = {summary}; genlab's multiple-choice head is ('cls_index', True, None)"}
     if config.get("model_type") != "xlnet":
         return {}
     summary = (config.get("summary_type", "last"), config.get("summary_use_proj", True),

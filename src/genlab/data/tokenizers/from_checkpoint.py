@@ -77,7 +77,10 @@ def recorded_tokenizer(ckpt: Path) -> tuple[str, bool]:
 def load_tokenizer(path: str | os.PathLike, lower: bool = False) -> FinetuneTokenizer:
     """The checkpoint's tokenizer (see the module docstring); ``lower`` applies when the checkpoint says nothing.
     A genlab ``.ckpt`` stands for the tokenizer its run recorded, so ``data.tokenizer=${task.init_from}`` works for
-    every kind of ``init_from``."""
+    every kind of ``init_from`` (a hub id too: genlab.interop.hub)."""
+    from genlab.interop.hub import resolve
+
+    path = resolve(path, key="data.tokenizer")
     if Path(path).suffix == ".ckpt" and checkpoints.exists(path):  # a file, or a folder of FSDP2 shards
         path, lower = recorded_tokenizer(Path(path))
     file = tokenizer_file(path)

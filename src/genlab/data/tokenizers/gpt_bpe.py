@@ -127,8 +127,10 @@ def _in_folder(folder: Path) -> GPTTokenizer | None:
 def load_gpt_tokenizer(path: str | os.PathLike) -> GPTTokenizer:
     """``data.tokenizer`` for GPT: a SentencePiece ``.model``; an HF ``openai-gpt`` folder (``vocab.json`` +
     ``merges.txt``); a genlab GPT pretraining ``.ckpt`` (the tokenizer its run recorded: its ``data.tokenizer``, else
-    the ``spiece.model`` copy in its run folder); or such a run folder."""
-    p = Path(path).expanduser()
+    the ``spiece.model`` copy in its run folder); or such a run folder; or a hub id (genlab.interop.hub)."""
+    from genlab.interop.hub import resolve
+
+    p = resolve(path, key="data.tokenizer")
     if p.suffix == ".ckpt" and checkpoints.exists(p):  # a file, or a folder of FSDP2 shards
         from genlab.data.tokenizers.from_checkpoint import recorded_tokenizer
 
