@@ -5,6 +5,8 @@ batches on the synthetic fixture, and the real-data mini's files (check 23, data
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections import Counter
 from pathlib import Path
 
@@ -88,7 +90,12 @@ def test_type_weighted_sampling_follows_squad_percentages_not_chunk_counts():
 
 def test_unlabeled_jsonl_round_trip_skips_bad_answers_and_refuses_a_file_without_answers(tmp_path):
     rows = [UnlabeledParagraph("p0", "Anna was born in Oslo.", [Answer("Oslo", 17, "Location")])]
-    write_unlabeled(tmp_path / "u.jsonl", rows)
+    old_umask = os.umask(0o027)
+    try:
+        write_unlabeled(tmp_path / "u.jsonl", rows)  # atomically, yet with the user's umask (not mkstemp's 0600)
+    finally:
+        os.umask(old_umask)
+    assert stat.S_IMODE((tmp_path / "u.jsonl").stat().st_mode) == 0o640
     with open(tmp_path / "u.jsonl", "a") as f:
         f.write(json.dumps({"id": "p1", "context": "Bo is here.", "answers": [{"text": "here", "answer_start": 0}]})
                 + "\n")
@@ -204,6 +211,16 @@ def test_sl_reads_no_unlabeled_file_and_bad_inputs_are_data_errors(synthetic_dir
                 qa["answers"] = [{"text": "nowhere to be found", "answer_start": 0}]
     (tmp_path / "train-v1.1.json").write_text(json.dumps(data))
     with pytest.raises(DataError, match="no usable answers"):
+        make_dm(tmp_path, unlabeled=False)
+    # a dev file without gold answers is refused (the official scorer stops), naming the file
+    (tmp_path / "train-v1.1.json").write_text((synthetic_dir / "train-v1.1.json").read_text())
+    dev = json.loads((synthetic_dir / "dev-v1.1.json").read_text())
+    for art in dev["data"]:
+        for para in art["paragraphs"]:
+            for qa in para["qas"]:
+                qa["answers"] = []
+    (tmp_path / "dev-v1.1.json").write_text(json.dumps(dev))
+    with pytest.raises(DataError, match=r"dev-v1\.1\.json: \d+ of \d+ questions have no usable answer"):
         make_dm(tmp_path, unlabeled=False)
 
 

@@ -231,8 +231,9 @@ class SemiSupervisedSquadDataModule(pl.LightningDataModule):
         self._train_pool = usable
         self.splits = {"dev": [self._labeled_item(q, cache, True) for q in dev_q],
                        "test": [self._labeled_item(q, cache, True) for q in test_q]}
-        if not self.splits["dev"] or not self.splits["test"]:
-            raise DataError(f"{root}: the dev file or the held-out test articles hold no question.")
+        for split, where in (("dev", root / "dev-v1.1.json"), ("test", f"{root / 'train-v1.1.json'} (its held-out "
+                                                                         "test articles)")):
+            _check_scorable(self.splits[split], where)
         if hp.unlabeled:
             self.unlabeled = self._read_unlabeled(self._unlabeled_file(root), cache)
         self._build_vocab()
@@ -397,6 +398,18 @@ class SemiSupervisedSquadDataModule(pl.LightningDataModule):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.next_position = int(state.get("next_position", 0))
+
+
+def _check_scorable(items: list[Item], where: Any) -> None:
+    """Every evaluation question needs a gold answer text, as the official v1.1 script does (it stops on a question
+    without one): without them every score would be 0 and model selection would pick the first checkpoint."""
+    if not items:
+        raise DataError(f"{where} holds no question: GDAN selects and tests on SQuAD v1.1-format questions.")
+    missing = [it.qid for it in items if not any(g.strip() for g in it.golds or [])]
+    if missing:
+        raise DataError(f"{where}: {len(missing)} of {len(items)} questions have no usable answer (e.g. id "
+                        f"{missing[0]!r}); every question needs answers: [{{\"text\", \"answer_start\"}}] with a "
+                        "non-empty text, as in the official SQuAD v1.1 files.")
 
 
 def _pad(seqs: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
