@@ -101,6 +101,8 @@ def test_unlabeled_jsonl_round_trip_skips_bad_answers_and_refuses_a_file_without
                 + "\n")
     back = read_unlabeled(tmp_path / "u.jsonl")
     assert [(r.pid, r.answers) for r in back] == [("p0", [Answer("Oslo", 17, "Location")])]
+    tagger = HeuristicExtractor()  # data.extractor: the file's answers are replaced by the extractor's chunks
+    assert [r.answers for r in read_unlabeled(tmp_path / "u.jsonl", tagger)] == [tagger(rows[0].context)]
 
     (tmp_path / "none.jsonl").write_text(json.dumps({"id": "x", "context": "Some text.", "answers": []}) + "\n")
     with pytest.raises(DataError, match="no usable answers"):
@@ -204,6 +206,8 @@ def test_sl_reads_no_unlabeled_file_and_bad_inputs_are_data_errors(synthetic_dir
     assert dm.unlabeled == [] and not dm.has_unlabeled
     with pytest.raises(DataError, match="unlabeled"):
         make_dm(tmp_path, unlabeled=True)
+    with pytest.raises(ConfigError, match="data.extractor='stanford'"):
+        make_dm(tmp_path, extractor="stanford")
     data = json.loads((synthetic_dir / "train-v1.1.json").read_text())
     for art in data["data"]:
         for para in art["paragraphs"]:

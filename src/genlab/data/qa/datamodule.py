@@ -39,7 +39,13 @@ from genlab.data.images.datamodule import (  # _batches: infinite reshuffled str
     SSLImageDataModule,
     _batches,
 )
-from genlab.data.qa.answers import UnlabeledParagraph, read_unlabeled, sample_answers
+from genlab.data.qa.answers import (
+    AnswerExtractor,
+    HeuristicExtractor,
+    UnlabeledParagraph,
+    read_unlabeled,
+    sample_answers,
+)
 from genlab.data.qa.protocol import (
     QAExample,
     check_label_rate,
@@ -135,13 +141,16 @@ class SemiSupervisedSquadDataModule(pl.LightningDataModule):
                  d_vocab_max: int | None = 200000, d_vocab_from: Literal["all", "training"] = "training",
                  max_paragraph_tokens: int | None = None,
                  max_question_tokens: int = 60, g_max_question_tokens: int = 20, batch_size: int = 32,
-                 unlabeled_batch_size: int = 32, eval_batch_size: int = 64) -> None:
+                 unlabeled_batch_size: int = 32, eval_batch_size: int = 64,
+                 extractor: Literal["heuristic", "spacy"] | None = None, spacy_model: str = "en_core_web_sm") -> None:
         super().__init__()
         check_label_rate(label_rate)
         if d_vocab_from not in ("all", "training"):
             raise ConfigError(f"data.d_vocab_from={d_vocab_from!r}: choose 'all' or 'training'.")
         if mini not in MINIS:
             raise ConfigError(f"data.mini={mini!r}: choose one of {sorted(MINIS)}.")
+        if extractor not in (None, "heuristic", "spacy"):
+            raise ConfigError(f"data.extractor={extractor!r}: choose null (the file's answers), heuristic or spacy.")
         if g_max_question_tokens < 2:
             raise ConfigError("data.g_max_question_tokens must be >= 2 (a word and <eos>).")
         self.save_hyperparameters()
@@ -245,7 +254,7 @@ class SemiSupervisedSquadDataModule(pl.LightningDataModule):
     def _read_unlabeled(self, path: Path, cache: dict[str, int]) -> list[Item]:
         hp = self.hparams
         rng = np.random.default_rng(hp.split_seed + 7919)  # U is one fixed set across runs, like the thesis' 50K
-        rows: list[UnlabeledParagraph] = read_unlabeled(path)
+        rows: list[UnlabeledParagraph] = read_unlabeled(path, self._extractor())
         items = []
         for row in rows:
             answers = sample_answers(row.answers, hp.answers_per_paragraph, rng)
@@ -262,6 +271,15 @@ class SemiSupervisedSquadDataModule(pl.LightningDataModule):
             keep = np.sort(keep)
             items = [items[i] for i in keep.tolist()]
         return items
+
+    def _extractor(self) -> AnswerExtractor | None:
+        """``data.extractor``: null keeps the answers of the unlabelled file; heuristic / spacy re-extract them."""
+        kind = self.hparams.extractor
+        if kind == "spacy":
+            from genlab.data.qa.tagged_answers import SpacyExtractor  # spaCy is an optional extra
+
+            return SpacyExtractor(self.hparams.spacy_model)
+        return HeuristicExtractor() if kind == "heuristic" else None
 
     def _build_vocab(self) -> None:
         """G's words from L (its questions and distinct paragraphs). D's: G's words, then
