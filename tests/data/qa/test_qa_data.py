@@ -178,6 +178,22 @@ def test_batches_views_and_generator_targets_on_the_synthetic_fixture(synthetic_
         assert ev["context"][r][a:b] == ev["answers"][r][0]
 
 
+def test_g_vocabulary_counts_paragraphs_so_question_words_of_one_paragraph_are_copied(tmp_path):
+    """A word of one paragraph that its question repeats is seen twice, yet in one L example: G must copy it, so it
+    stays out of G's vocabulary (counting occurrences put every such word in, and G never learnt to copy)."""
+    def article(i: int) -> dict:
+        context = f"The river rises near word{chr(97 + i)} in 1850 ."
+        qa = {"id": f"q{i}", "question": f"When does the river rise near word{chr(97 + i)} ?",
+              "answers": [{"text": "1850", "answer_start": context.index("1850")}]}
+        return {"title": f"a{i}", "paragraphs": [{"context": context, "qas": [qa]}]}
+
+    (tmp_path / "train-v1.1.json").write_text(json.dumps({"data": [article(i) for i in range(20)]}))
+    (tmp_path / "dev-v1.1.json").write_text(json.dumps({"data": [article(25)]}))
+    dm = make_dm(tmp_path, unlabeled=False, label_rate=0.9)
+    g_words = set(dm.vocab.words[4:dm.g_vocab_size])
+    assert {"river", "near", "0000"} <= g_words and not any(w.startswith("word") for w in g_words)
+
+
 def test_d_vocabulary_covers_all_splits_or_only_the_training_text(synthetic_dir):
     open_vocab, closed = make_dm(synthetic_dir), make_dm(synthetic_dir, d_vocab_from="training")
     dev_words = {w for it in open_vocab.splits["dev"] for w in open_vocab.passages[it.passage].words}
