@@ -2,6 +2,7 @@
 (Rajpurkar et al. 2016, Table 2): every candidate chunk, and the 5 per paragraph that type-weighted sampling keeps.
 
     python experiments/gdan/answer_types.py [--extractor heuristic|spacy] [--spacy-model en_core_web_sm]
+        [--mini wiki|synthetic]
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--extractor", choices=["heuristic", "spacy"], default="heuristic")
     ap.add_argument("--spacy-model", default="en_core_web_sm")
+    ap.add_argument("--mini", choices=["wiki", "synthetic"], default="wiki")
     args = ap.parse_args()
     if args.extractor == "spacy":
         from genlab.data.qa.tagged_answers import SpacyExtractor
@@ -31,7 +33,7 @@ def main() -> None:
         extract = SpacyExtractor(args.spacy_model)
     else:
         extract = HeuristicExtractor()
-    rows = read_unlabeled(SemiSupervisedSquadDataModule(source="mini", mini="wiki")._root() / "unlabeled.jsonl")
+    rows = read_unlabeled(SemiSupervisedSquadDataModule(source="mini", mini=args.mini)._root() / "unlabeled.jsonl")
     rng = np.random.default_rng(0)
     every, kept = Counter(), Counter()
     for row in rows:
