@@ -44,6 +44,8 @@ TINY_RUNS = {
     "experiments/funnel/mlm_baseline.py": "test_funnel_mini_table_and_baseline",
     "experiments/gdan/table.py": "test_gdan_table_and_figure_3_8",
     "experiments/gdan/figure_3_8.py": "test_gdan_table_and_figure_3_8",
+    "experiments/gdan/dev_curves.py": "test_gdan_table_and_figure_3_8",
+    "experiments/gdan/answer_types.py": "test_gdan_table_and_figure_3_8",
 }
 BENCHMARK = "a benchmark: timings are not tests (CONTRIBUTING); run it alone and read its ratios"
 HELP_ONLY = {
@@ -346,6 +348,7 @@ def test_funnel_mini_table_and_baseline(tmp_path):
 GDAN_TINY = ["data.mini=synthetic", "model.reader.embed_dim=8", "model.reader.hidden=4", "model.generator.embed_dim=8",
              "model.generator.enc_hidden=4", "model.generator.dec_hidden=8", "model.generator.max_question_len=6",
              "data.batch_size=4", "data.unlabeled_batch_size=4", "data.eval_batch_size=64", "trainer.max_steps=12",
+             "trainer.val_check_interval=6",
              "task.mle_steps=4", "trainer.log_every_n_steps=1"]
 
 
@@ -358,6 +361,10 @@ def test_gdan_table_and_figure_3_8(tmp_path):
     assert set(json.loads((tmp_path / "table.json").read_text())) == {"gen_domain", "gen_domain_adv"}
     out = run(["experiments/gdan/figure_3_8.py", str(tmp_path / "sweep"), "--out", str(tmp_path / "f.png")]).stdout
     assert (tmp_path / "f.png").stat().st_size > 10_000 and "gen_domain_adv: mean d_loss_gen" in out
+    out = run(["experiments/gdan/dev_curves.py", str(tmp_path / "sweep"), "--out", str(tmp_path / "c.png")]).stdout
+    assert (tmp_path / "c.png").stat().st_size > 10_000 and "gen_domain_adv seed 0: selected step" in out
+    out = run(["experiments/gdan/answer_types.py", "--mini", "synthetic"]).stdout
+    assert "heuristic on" in out and "SQuAD: Date 8.9" in out
 
 
 # Ablation rows 1 (BERT) and 2 (DAE: an XLNet head on a non-PLM checkpoint), 2 pretraining and 2 finetuning steps;

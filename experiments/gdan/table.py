@@ -89,25 +89,28 @@ def main() -> None:
             unfinished += 1
             continue
         by_method.setdefault(name, []).append(r)
-    head = ("| method (Table 3.4 row) | n | mini dev F1 | mini test F1 | mini test EM | runtime s | "
+    head = ("| method (Table 3.4 row) | n | mini dev F1 | mini test F1 | mini test EM | selected step | runtime s | "
             "seed dev F1 | seed test F1 | seed test EM |")
     intro = ("Mini: spec §5.5 on gensim's Wikipedia excerpt (rule-made questions, L = 178, U = 7,892 pairs, test 183, "
-             "dev 300), mean ± std over seeds; dev F1 = valid/best_f1, the dev F1 of the checkpoint that is tested. "
+             "dev 300), mean ± std over seeds; dev F1 = valid/best_f1, the dev F1 of the checkpoint that is tested, chosen "
+             "among the validations after D's first update (selected step = valid/best_step). "
              "Seed: S000 Table 3.4 (SQuAD v1.1, human questions).")
     heading = "# GDAN: real-data mini (CPU) beside the seed's full-scale Table 3.4 (rate 0.1, |U| = 50K)"
     lines = [heading + (f" -- {args.title}" if args.title else ""), "", intro, "",
              head,
-             "|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|"]
     summary = {}
     for m in [m for m in ORDER if m in by_method] + sorted(set(by_method) - set(ORDER)):
         rs = by_method[m]
         vals = {k: [r.metric(k) for r in rs if r.metric(k) is not None] for k in ("valid/best_f1", "test/f1",
-                                                                                     "test/exact", "test/g_nll")}
+                                                                                     "test/exact", "test/g_nll",
+                                                                                     "valid/best_step")}
         times = [t for t in (runtime_s(r.dir) for r in rs) if t is not None]
         e = ref.get(f"gdan_squad_{m}", {})
         summary[m] = {**vals, "runtime_s": times, "seeds": [r.value_of("seed") for r in rs]}
         lines.append(f"| {m} ({e.get('row', '?')}) | {len(rs)} | {mean_std(vals['valid/best_f1'])} | "
-                     f"{mean_std(vals['test/f1'])} | {mean_std(vals['test/exact'])} | {mean_std(times, 0)} | "
+                     f"{mean_std(vals['test/f1'])} | {mean_std(vals['test/exact'])} | "
+                     f"{', '.join(str(int(v)) for v in vals['valid/best_step'])} | {mean_std(times, 0)} | "
                      f"{e.get('dev_f1', '–')} | {e.get('value', '–')} | {e.get('test_em', '–')} |")
     if args.random_span:
         chance = random_span_f1()

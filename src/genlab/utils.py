@@ -13,11 +13,13 @@ from typing import IO
 
 @contextmanager
 def atomic_write(path: str | os.PathLike, mode: str = "wb") -> Iterator[IO]:
-    """Write to a temporary file beside ``path`` and rename it into place, so readers never see half a file."""
+    """Write to a temporary file beside ``path`` and rename it into place, so readers never see half a file. The file
+    gets the mode ``open()`` would give it (0666 less the umask), not mkstemp's private 0600."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, mode) as f:
             yield f
             f.flush()
@@ -26,6 +28,13 @@ def atomic_write(path: str | os.PathLike, mode: str = "wb") -> Iterator[IO]:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    """The process umask (read by setting and restoring it: POSIX has no read-only call)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:

@@ -15,7 +15,7 @@ from genlab.models.gdan import (
     copy_mixture,
     gated_attention,
 )
-from genlab.models.gdan.features import answer_indicator, answer_type_indicator, append_tag
+from genlab.models.gdan.features import answer_indicator, answer_type_indicator, append_tag, question_overlap
 from genlab.nn.packed_rnn import PackedRNN
 from genlab.tasks.gdan_objectives import best_span
 
@@ -238,6 +238,14 @@ def test_answer_feature_marks_exactly_the_answer_span():
     ids = torch.tensor([[5, 7, 5, 8, 7, 0]])
     t = answer_type_indicator(ids, ids != 0, torch.tensor([2]), torch.tensor([3]))  # answer = "5 8"
     assert t.tolist() == [[1, 0, 1, 1, 0, 0]]
+
+
+def test_question_overlap_never_matches_unknown_words():
+    p, q = torch.tensor([[4, 1, 1, 5, 1]]), torch.tensor([[6, 1]])  # <unk> = 1 in both: two OOV words, not one word
+    assert question_overlap(p, p > 0, q, q > 0).tolist() == [[0, 0, 0, 0, 0]]
+    q = torch.tensor([[5, 4, 0]])
+    assert question_overlap(p, p > 0, q, q > 0).tolist() == [[1, 0, 0, 1, 0]]  # known words still match
+    assert question_overlap(p, p > 0, torch.tensor([[1]]), torch.tensor([[True]]), unk_id=7).tolist() == [[0, 1, 1, 0, 1]]
 
 
 # ------------------------------------------------------------------------------------------------ check 8

@@ -3,6 +3,7 @@ tensors: the balanced D objective, REINFORCE and its baseline, Algorithm 1's alt
 routing, what is detached, the Table 3.4 method switches, the Context pseudo-questions and span evaluation."""
 
 from functools import partial
+from pathlib import Path
 
 import pytest
 import pytorch_lightning as pl
@@ -10,6 +11,7 @@ import torch
 from hydra.utils import instantiate
 from torch.utils.data import DataLoader
 
+from genlab.callbacks.checkpoint import make_checkpoint_callback
 from genlab.callbacks.rng import RNGStateCallback
 from genlab.cli.validate import validate_config
 from genlab.errors import ConfigError
@@ -261,6 +263,7 @@ def test_predictions_are_cut_from_the_original_text_and_evaluation_uses_d_true()
              "offsets": offsets, "answers": [["1990", "in 1990"]]}  # D ids of "1990" would be the "0000" word
     stub = SpanStub(4)
     task = make_task("gen_domain_adv", model=GDAN(stub, tiny_model().generator))
+    task.counts["d"] = 1  # a D that has trained: the only kind that may be tested (test_model_selection_...)
     trainer = pl.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False)
     out = trainer.test(task, dataloaders=loader([batch]), verbose=False)[0]
     assert out["test/exact"] == 1.0 and out["test/f1"] == 1.0
@@ -506,6 +509,30 @@ def test_mle_keeps_the_generator_with_the_best_dev_nll():
     assert same(g_params(task), best["state"]) and task.best_g_state is None
 
 
+def test_model_selection_starts_once_d_has_trained(tmp_path):
+    """Algorithm 1 early-stops its D/G loop: during G's MLE phase D is its random init, so no dev F1 is logged, no
+    checkpoint of it is ranked, and a model whose D never trained is refused at test time."""
+    torch.manual_seed(0)
+    task = make_task("gen_domain", mle_steps=4)
+    seen = []
+
+    class Seen(pl.Callback):
+        def on_validation_end(self, trainer, pl_module):
+            m = trainer.callback_metrics
+            seen.append((trainer.global_step, float(m["valid/f1"]) if "valid/f1" in m else None,
+                         int(m["valid/best_step"]) if "valid/best_step" in m else None))
+
+    ckpt = make_checkpoint_callback(str(tmp_path / "ckpt"), "valid/f1", "max")
+    fit(task, 8, val_batch=evaluation(4, 8, 6), val_every=1, callbacks=[Seen(), ckpt])
+    assert [s[1] is None for s in seen] == [True] * 4 + [False] * 4  # steps 1-4 are MLE updates
+    f1s = [f for _, f, _ in seen[4:]]
+    best_step = seen[4 + f1s.index(max(f1s))][0]
+    assert seen[-1][2] == best_step == int(Path(ckpt.best_model_path).stem.removeprefix("best-step")) > 4
+    with pytest.raises(ConfigError, match="untrained D"):
+        pl.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False).test(
+            make_task("gen_domain", mle_steps=4), dataloaders=loader([evaluation(4, 8, 6)]), verbose=False)
+
+
 # ------------------------------------------------------------------------------------------------ resume
 class Losses(pl.Callback):
     def __init__(self):
@@ -558,4 +585,5 @@ def test_configs_validate_and_build(compose_cfg, model):
     method = {"gdan": "gen_domain_adv", "gdan_reader": "context_domain", "gdan_gan": "gen_gan"}[model]
     task = instantiate(cfg.task, model=built, method=method, _convert_="all")
     assert isinstance(task, GDANTask) and task.monitor == "valid/f1"
+    assert task.hparams.prediction_dir == f"{cfg.paths.output_dir}/predictions"  # written by default, in the run dir
     assert (built.generator is None) == (model == "gdan_reader")

@@ -65,6 +65,7 @@ from genlab.tasks.gdan_objectives import (
     reinforce_loss,
     rl_baseline,
 )
+from genlab.utils import atomic_write
 
 
 class GDANTask(pl.LightningModule):
@@ -114,6 +115,7 @@ class GDANTask(pl.LightningModule):
         self.running_baseline: float | None = None
         self.best_g_nll = math.inf
         self.best_dev_f1 = -math.inf  # logged as valid/best_f1: the dev F1 of the checkpoint selected for test
+        self.best_dev_step = -1  # ... and valid/best_step, the global step it was reached at
         self.best_g_state: dict[str, Tensor] | None = None
         self.generated_cache: dict[int, Tensor] = {}
         self.generated_at_g_step: int | None = None  # G updates done when the last U_G batch was generated
@@ -376,9 +378,13 @@ class GDANTask(pl.LightningModule):
         if n == 0:
             return
         logs = {f"{stage}/exact": em / n, f"{stage}/f1": f1 / n}
-        if stage == "valid" and not self.trainer.sanity_checking:
-            self.best_dev_f1 = max(self.best_dev_f1, f1 / n)
+        if stage == "valid" and not self.d_has_trained:
+            logs = {}  # D is its random init: not a model to select (Algorithm 1 early-stops its while loop only)
+        elif stage == "valid" and not self.trainer.sanity_checking:
+            if f1 / n > self.best_dev_f1:  # strictly better, as ModelCheckpoint ranks it
+                self.best_dev_f1, self.best_dev_step = f1 / n, self.global_step
             logs["valid/best_f1"] = self.best_dev_f1
+            logs["valid/best_step"] = float(self.best_dev_step)
         if g_tokens:
             logs[f"{stage}/g_nll"] = g_nll / g_tokens
             in_mle = not self.mle_closed and self.counts["mle"] > 0
@@ -387,9 +393,21 @@ class GDANTask(pl.LightningModule):
                 self.best_g_state = {k: v.detach().cpu().clone() for k, v in self.model.generator.state_dict().items()}
         self.log_dict(logs)
         if stage == "test" and self.hparams.prediction_dir and self.trainer.is_global_zero:
-            root = Path(self.hparams.prediction_dir)
-            root.mkdir(parents=True, exist_ok=True)
-            (root / "predictions.json").write_text(json.dumps(self._eval["preds"], indent=1))
+            with atomic_write(Path(self.hparams.prediction_dir) / "predictions.json", "w") as f:
+                f.write(json.dumps(self._eval["preds"], indent=1))
+
+    @property
+    def d_has_trained(self) -> bool:
+        """Whether D has had an update: only then is dev F1 logged, so no checkpoint of the MLE phase (random D) can
+        be selected or tested."""
+        return self.counts["d"] + self.counts["d_pre"] > 0
+
+    def on_test_start(self) -> None:
+        if not self.d_has_trained:
+            raise ConfigError("GDAN: the model to test has an untrained D (a run that ended, or a checkpoint written, "
+                              f"in G's MLE phase: {self.counts['mle']} of task.mle_steps={self.mle_steps} updates, no "
+                              "D update); set trainer.max_steps above task.mle_steps and test a checkpoint written "
+                              "after D has trained.")
 
     def on_validation_epoch_end(self) -> None:
         self._eval_end("valid")
@@ -404,7 +422,7 @@ class GDANTask(pl.LightningModule):
         checkpoint["gdan"] = {
             "counts": dict(self.counts), "mle_closed": self.mle_closed, "running_baseline": self.running_baseline,
             "best_g_nll": self.best_g_nll, "best_g_state": self.best_g_state, "best_dev_f1": self.best_dev_f1,
-            "generated_at_g_step": self.generated_at_g_step,
+            "best_dev_step": self.best_dev_step, "generated_at_g_step": self.generated_at_g_step,
             "cache_rows": torch.tensor(rows, dtype=torch.long),
             "cache_tokens": torch.cat(seqs) if seqs else torch.zeros(0, dtype=torch.long),
             "cache_lengths": torch.tensor([len(s) for s in seqs], dtype=torch.long),
@@ -418,6 +436,7 @@ class GDANTask(pl.LightningModule):
         self.mle_closed, self.running_baseline = state["mle_closed"], state["running_baseline"]
         self.best_g_nll, self.best_g_state = state["best_g_nll"], state["best_g_state"]
         self.best_dev_f1 = state.get("best_dev_f1", -math.inf)
+        self.best_dev_step = state.get("best_dev_step", -1)
         self.generated_at_g_step = state["generated_at_g_step"]
         seqs = torch.split(state["cache_tokens"], state["cache_lengths"].tolist())
         self.generated_cache = dict(zip(state["cache_rows"].tolist(), seqs))

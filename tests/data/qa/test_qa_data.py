@@ -5,6 +5,8 @@ batches on the synthetic fixture, and the real-data mini's files (check 23, data
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections import Counter
 from pathlib import Path
 
@@ -88,12 +90,19 @@ def test_type_weighted_sampling_follows_squad_percentages_not_chunk_counts():
 
 def test_unlabeled_jsonl_round_trip_skips_bad_answers_and_refuses_a_file_without_answers(tmp_path):
     rows = [UnlabeledParagraph("p0", "Anna was born in Oslo.", [Answer("Oslo", 17, "Location")])]
-    write_unlabeled(tmp_path / "u.jsonl", rows)
+    old_umask = os.umask(0o027)
+    try:
+        write_unlabeled(tmp_path / "u.jsonl", rows)  # atomically, yet with the user's umask (not mkstemp's 0600)
+    finally:
+        os.umask(old_umask)
+    assert stat.S_IMODE((tmp_path / "u.jsonl").stat().st_mode) == 0o640
     with open(tmp_path / "u.jsonl", "a") as f:
         f.write(json.dumps({"id": "p1", "context": "Bo is here.", "answers": [{"text": "here", "answer_start": 0}]})
                 + "\n")
     back = read_unlabeled(tmp_path / "u.jsonl")
     assert [(r.pid, r.answers) for r in back] == [("p0", [Answer("Oslo", 17, "Location")])]
+    tagger = HeuristicExtractor()  # data.extractor: the file's answers are replaced by the extractor's chunks
+    assert [r.answers for r in read_unlabeled(tmp_path / "u.jsonl", tagger)] == [tagger(rows[0].context)]
 
     (tmp_path / "none.jsonl").write_text(json.dumps({"id": "x", "context": "Some text.", "answers": []}) + "\n")
     with pytest.raises(DataError, match="no usable answers"):
@@ -169,6 +178,22 @@ def test_batches_views_and_generator_targets_on_the_synthetic_fixture(synthetic_
         assert ev["context"][r][a:b] == ev["answers"][r][0]
 
 
+def test_g_vocabulary_counts_paragraphs_so_question_words_of_one_paragraph_are_copied(tmp_path):
+    """A word of one paragraph that its question repeats is seen twice, yet in one L example: G must copy it, so it
+    stays out of G's vocabulary (counting occurrences put every such word in, and G never learnt to copy)."""
+    def article(i: int) -> dict:
+        context = f"The river rises near word{chr(97 + i)} in 1850 ."
+        qa = {"id": f"q{i}", "question": f"When does the river rise near word{chr(97 + i)} ?",
+              "answers": [{"text": "1850", "answer_start": context.index("1850")}]}
+        return {"title": f"a{i}", "paragraphs": [{"context": context, "qas": [qa]}]}
+
+    (tmp_path / "train-v1.1.json").write_text(json.dumps({"data": [article(i) for i in range(20)]}))
+    (tmp_path / "dev-v1.1.json").write_text(json.dumps({"data": [article(25)]}))
+    dm = make_dm(tmp_path, unlabeled=False, label_rate=0.9)
+    g_words = set(dm.vocab.words[4:dm.g_vocab_size])
+    assert {"river", "near", "0000"} <= g_words and not any(w.startswith("word") for w in g_words)
+
+
 def test_d_vocabulary_covers_all_splits_or_only_the_training_text(synthetic_dir):
     open_vocab, closed = make_dm(synthetic_dir), make_dm(synthetic_dir, d_vocab_from="training")
     dev_words = {w for it in open_vocab.splits["dev"] for w in open_vocab.passages[it.passage].words}
@@ -197,6 +222,8 @@ def test_sl_reads_no_unlabeled_file_and_bad_inputs_are_data_errors(synthetic_dir
     assert dm.unlabeled == [] and not dm.has_unlabeled
     with pytest.raises(DataError, match="unlabeled"):
         make_dm(tmp_path, unlabeled=True)
+    with pytest.raises(ConfigError, match="data.extractor='stanford'"):
+        make_dm(tmp_path, extractor="stanford")
     data = json.loads((synthetic_dir / "train-v1.1.json").read_text())
     for art in data["data"]:
         for para in art["paragraphs"]:
@@ -204,6 +231,16 @@ def test_sl_reads_no_unlabeled_file_and_bad_inputs_are_data_errors(synthetic_dir
                 qa["answers"] = [{"text": "nowhere to be found", "answer_start": 0}]
     (tmp_path / "train-v1.1.json").write_text(json.dumps(data))
     with pytest.raises(DataError, match="no usable answers"):
+        make_dm(tmp_path, unlabeled=False)
+    # a dev file without gold answers is refused (the official scorer stops), naming the file
+    (tmp_path / "train-v1.1.json").write_text((synthetic_dir / "train-v1.1.json").read_text())
+    dev = json.loads((synthetic_dir / "dev-v1.1.json").read_text())
+    for art in dev["data"]:
+        for para in art["paragraphs"]:
+            for qa in para["qas"]:
+                qa["answers"] = []
+    (tmp_path / "dev-v1.1.json").write_text(json.dumps(dev))
+    with pytest.raises(DataError, match=r"dev-v1\.1\.json: \d+ of \d+ questions have no usable answer"):
         make_dm(tmp_path, unlabeled=False)
 
 

@@ -207,9 +207,10 @@ def write_unlabeled(path: Path, rows: Iterable[UnlabeledParagraph]) -> None:
                                 "answers": [a.as_json() for a in row.answers]}, ensure_ascii=False) + "\n")
 
 
-def read_unlabeled(path: Path) -> list[UnlabeledParagraph]:
+def read_unlabeled(path: Path, extractor: AnswerExtractor | None = None) -> list[UnlabeledParagraph]:
     """Paragraphs with at least one usable answer. An answer whose text is not ``context[answer_start:][:len]`` is
-    skipped with a warning; a file with no usable answer at all is a DataError naming the format."""
+    skipped with a warning; a file with no usable answer at all is a DataError naming the format. With ``extractor``
+    every paragraph's answers are its chunks (the file's are ignored; lines may be just ``{"id", "context"}``)."""
     path = Path(path)
     if not path.is_file():
         raise DataError(f"unlabelled paragraphs {path} do not exist: data.unlabeled_path must be a JSONL file, one "
@@ -221,7 +222,8 @@ def read_unlabeled(path: Path) -> list[UnlabeledParagraph]:
                 continue
             try:
                 obj = json.loads(line)
-                context, answers = str(obj["context"]), obj.get("answers") or []
+                context = str(obj["context"])
+                answers = [a.as_json() for a in extractor(context)] if extractor else obj.get("answers") or []
                 pid = str(obj.get("id", n))
             except (json.JSONDecodeError, KeyError, TypeError) as err:
                 raise DataError(f"{path}, line {n}: not an unlabelled paragraph ({err}); every line must be "

@@ -39,7 +39,13 @@ from genlab.data.images.datamodule import (  # _batches: infinite reshuffled str
     SSLImageDataModule,
     _batches,
 )
-from genlab.data.qa.answers import UnlabeledParagraph, read_unlabeled, sample_answers
+from genlab.data.qa.answers import (
+    AnswerExtractor,
+    HeuristicExtractor,
+    UnlabeledParagraph,
+    read_unlabeled,
+    sample_answers,
+)
 from genlab.data.qa.protocol import (
     QAExample,
     check_label_rate,
@@ -135,13 +141,16 @@ class SemiSupervisedSquadDataModule(pl.LightningDataModule):
                  d_vocab_max: int | None = 200000, d_vocab_from: Literal["all", "training"] = "training",
                  max_paragraph_tokens: int | None = None,
                  max_question_tokens: int = 60, g_max_question_tokens: int = 20, batch_size: int = 32,
-                 unlabeled_batch_size: int = 32, eval_batch_size: int = 64) -> None:
+                 unlabeled_batch_size: int = 32, eval_batch_size: int = 64,
+                 extractor: Literal["heuristic", "spacy"] | None = None, spacy_model: str = "en_core_web_sm") -> None:
         super().__init__()
         check_label_rate(label_rate)
         if d_vocab_from not in ("all", "training"):
             raise ConfigError(f"data.d_vocab_from={d_vocab_from!r}: choose 'all' or 'training'.")
         if mini not in MINIS:
             raise ConfigError(f"data.mini={mini!r}: choose one of {sorted(MINIS)}.")
+        if extractor not in (None, "heuristic", "spacy"):
+            raise ConfigError(f"data.extractor={extractor!r}: choose null (the file's answers), heuristic or spacy.")
         if g_max_question_tokens < 2:
             raise ConfigError("data.g_max_question_tokens must be >= 2 (a word and <eos>).")
         self.save_hyperparameters()
@@ -231,8 +240,9 @@ class SemiSupervisedSquadDataModule(pl.LightningDataModule):
         self._train_pool = usable
         self.splits = {"dev": [self._labeled_item(q, cache, True) for q in dev_q],
                        "test": [self._labeled_item(q, cache, True) for q in test_q]}
-        if not self.splits["dev"] or not self.splits["test"]:
-            raise DataError(f"{root}: the dev file or the held-out test articles hold no question.")
+        for split, where in (("dev", root / "dev-v1.1.json"), ("test", f"{root / 'train-v1.1.json'} (its held-out "
+                                                                         "test articles)")):
+            _check_scorable(self.splits[split], where)
         if hp.unlabeled:
             self.unlabeled = self._read_unlabeled(self._unlabeled_file(root), cache)
         self._build_vocab()
@@ -244,7 +254,7 @@ class SemiSupervisedSquadDataModule(pl.LightningDataModule):
     def _read_unlabeled(self, path: Path, cache: dict[str, int]) -> list[Item]:
         hp = self.hparams
         rng = np.random.default_rng(hp.split_seed + 7919)  # U is one fixed set across runs, like the thesis' 50K
-        rows: list[UnlabeledParagraph] = read_unlabeled(path)
+        rows: list[UnlabeledParagraph] = read_unlabeled(path, self._extractor())
         items = []
         for row in rows:
             answers = sample_answers(row.answers, hp.answers_per_paragraph, rng)
@@ -262,8 +272,18 @@ class SemiSupervisedSquadDataModule(pl.LightningDataModule):
             items = [items[i] for i in keep.tolist()]
         return items
 
+    def _extractor(self) -> AnswerExtractor | None:
+        """``data.extractor``: null keeps the answers of the unlabelled file; heuristic / spacy re-extract them."""
+        kind = self.hparams.extractor
+        if kind == "spacy":
+            from genlab.data.qa.tagged_answers import SpacyExtractor  # spaCy is an optional extra
+
+            return SpacyExtractor(self.hparams.spacy_model)
+        return HeuristicExtractor() if kind == "heuristic" else None
+
     def _build_vocab(self) -> None:
-        """G's words from L (its questions and distinct paragraphs). D's: G's words, then
+        """G's words: those in at least ``g_vocab_min_count`` distinct L paragraphs (with their L questions). D's: G's
+        words, then
 
         * ``d_vocab_from=training`` (default): the other words D trains on (L's questions and paragraphs, U's
           paragraphs); any other word is <unk>. With randomly initialised embeddings nothing else can be learnt, and
@@ -274,11 +294,18 @@ class SemiSupervisedSquadDataModule(pl.LightningDataModule):
           the same word (qe_comm, attention) instead of being one <unk> that matches every other.
         On the real-data mini the choice decides whether Context beats SL (experiments/gdan/README.md)."""
         hp = self.hparams
-        g_counts: Counter = Counter()
+        l_tokens: Counter = Counter()  # every word occurrence of L (D's counts)
+        examples: dict[int, set[str]] = {}  # distinct L paragraph -> its words and its L questions' words
         for it in self.labeled:
-            g_counts.update(it.question)
-        for pid in sorted({it.passage for it in self.labeled}):
-            g_counts.update(self.passages[pid].words)
+            l_tokens.update(it.question)
+            examples.setdefault(it.passage, set()).update(it.question)
+        for pid in sorted(examples):
+            l_tokens.update(self.passages[pid].words)
+            examples[pid].update(self.passages[pid].words)
+        # G's counts are paragraph frequencies: a question word is usually a word of its own paragraph, so counting
+        # occurrences puts nearly every L question word twice, hence in G's vocabulary, and G never learns to copy
+        # (on the wiki mini 100 % of L's target words were vocabulary words, 28 % of dev's copies).
+        g_counts = Counter(w for pid in sorted(examples) for w in sorted(examples[pid]))
         d_counts: Counter = Counter()
         if hp.d_vocab_from == "all":  # every paragraph and question read
             for p in self.passages:
@@ -286,7 +313,7 @@ class SemiSupervisedSquadDataModule(pl.LightningDataModule):
             for it in [*self._train_pool, *self.splits["dev"], *self.splits["test"]]:
                 d_counts.update(it.question)
         else:
-            d_counts.update(g_counts)
+            d_counts.update(l_tokens)
             for pid in sorted({it.passage for it in self.unlabeled} - {it.passage for it in self.labeled}):
                 d_counts.update(self.passages[pid].words)
         self.vocab, self.g_vocab_size = shared_vocabularies(g_counts, d_counts, hp.g_vocab_min_count, hp.g_vocab_max,
@@ -397,6 +424,18 @@ class SemiSupervisedSquadDataModule(pl.LightningDataModule):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.next_position = int(state.get("next_position", 0))
+
+
+def _check_scorable(items: list[Item], where: Any) -> None:
+    """Every evaluation question needs a gold answer text, as the official v1.1 script does (it stops on a question
+    without one): without them every score would be 0 and model selection would pick the first checkpoint."""
+    if not items:
+        raise DataError(f"{where} holds no question: GDAN selects and tests on SQuAD v1.1-format questions.")
+    missing = [it.qid for it in items if not any(g.strip() for g in it.golds or [])]
+    if missing:
+        raise DataError(f"{where}: {len(missing)} of {len(items)} questions have no usable answer (e.g. id "
+                        f"{missing[0]!r}); every question needs answers: [{{\"text\", \"answer_start\"}}] with a "
+                        "non-empty text, as in the official SQuAD v1.1 files.")
 
 
 def _pad(seqs: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:

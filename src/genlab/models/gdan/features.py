@@ -58,10 +58,11 @@ def append_tag(ids: Tensor, mask: Tensor, tag_ids: Tensor) -> tuple[Tensor, Tens
     return ids, mask
 
 
-def question_overlap(p_ids: Tensor, p_mask: Tensor, q_ids: Tensor, q_mask: Tensor) -> Tensor:
-    """``qe_comm``: 1 where the paragraph token's id occurs among the question's valid ids, else 0 (long [B, T])."""
+def question_overlap(p_ids: Tensor, p_mask: Tensor, q_ids: Tensor, q_mask: Tensor, unk_id: int = 1) -> Tensor:
+    """``qe_comm``: 1 where the paragraph token's id occurs among the question's valid ids, else 0 (long [B, T]).
+    ``<unk>`` (``unk_id``) matches nothing: two out-of-vocabulary words are not the same word."""
     hit = (p_ids[:, :, None] == q_ids[:, None, :]) & q_mask[:, None, :]
-    return (hit.any(-1) & p_mask).long()
+    return (hit.any(-1) & p_mask & (p_ids != unk_id)).long()
 
 
 def answer_indicator(start: Tensor, end: Tensor, length: int) -> Tensor:

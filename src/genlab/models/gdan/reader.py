@@ -143,7 +143,7 @@ class GAReader(nn.Module):
                 tag: Tensor | None = None) -> ReaderOutput:
         """p_ids/p_mask [B, T], q_ids/q_mask [B, T'] (D's vocabulary, right-padded); tag: domain codes [B] or None."""
         n = p_ids.shape[1]
-        qe = question_overlap(p_ids, p_mask, q_ids, q_mask)  # before tagging: the shared tag is no overlap
+        qe = question_overlap(p_ids, p_mask, q_ids, q_mask, self.unk_id)  # before tagging: the shared tag is no overlap
         p_ids_t, p_mask_t = self.tagged(p_ids, p_mask, tag)
         q_ids_t, q_mask_t = self.tagged(q_ids, q_mask, tag)
         if tag is not None:
