@@ -8,7 +8,7 @@ No data is read.
 
     flock /tmp/genlab-heavy.lock python experiments/perf/memory_estimate.py --presets txl_wt103_base xlnet_base_mini
     python experiments/perf/memory_estimate.py --presets xlnet_large --estimate-only     # check this machine
-    python experiments/perf/memory_estimate.py --presets txl_lm1b_base --batch 56 --n-layer 1
+    python experiments/perf/memory_estimate.py --presets txl_lm1b_base:56 gpt_books:16   # batches shrunk
 
 ``--estimate-only`` (with the real depth unless --n-layer is given) prints the estimate and the memory this machine
 has free, and exits 2 when the run would not fit: the check to make before a long run.
@@ -74,14 +74,36 @@ def measure(cfg: DictConfig, steps: int) -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def table_row(name: str, overrides: list[str], tmp: Path) -> str:
+    """README row: parameters and estimate at the preset's full depth and batch, without building the full model:
+    parameters counted on the meta device, activations extrapolated from 1 and 2 layers (layers are identical)."""
+    cfg = compose_preset(name, overrides, tmp)
+    with torch.device("meta"):
+        params = sum(p.numel() for p in build.build_task(cfg, sizes=model_sizes(cfg)).parameters())
+    depth = cfg.model.get("n_layer")
+    if depth is None:
+        est = memory.estimate(cfg, build_task(cfg))
+        acts = est.activation_bytes or 0
+    else:
+        one, two = (compose_preset(name, [*overrides, f"model.n_layer={n}"], tmp) for n in (1, 2))
+        est, est2 = memory.estimate(one, build_task(one)), memory.estimate(two, build_task(two))
+        acts = (est.activation_bytes or 0) + (depth - 1) * ((est2.activation_bytes or 0) - (est.activation_bytes or 0))
+    total = ((memory.WEIGHT_BYTES + memory.GRADIENT_BYTES + memory.optimizer_bytes_per_param(cfg)) * params + acts
+             + est.data_bytes + memory.BASELINE_BYTES)
+    return (f"| `{name}` | {params / 1e6:.0f}M | {cfg.data.batch_size} x "
+            f"{cfg.data.get('tgt_len') or cfg.data.get('bptt') or cfg.data.get('seq_len')} | {cfg.trainer.precision} "
+            f"| {total / memory.GB:.1f} GB |")
+
+
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--presets", nargs="+", required=True)
+    p.add_argument("--presets", nargs="+", required=True, help="NAME, or NAME:BATCH to shrink one preset's batch")
     p.add_argument("--n-layer", type=int, default=None, help="model.n_layer (default 1; --estimate-only: the preset's)")
     p.add_argument("--batch", type=int, default=None, help="data.batch_size (default: the preset's)")
     p.add_argument("--steps", type=int, default=2)
     p.add_argument("--estimate-only", action="store_true", help="no measurement: estimate vs this machine's memory")
     p.add_argument("--override", nargs="*", default=[], help="more Hydra overrides, e.g. trainer.precision=32-true")
+    p.add_argument("--table", action="store_true", help="README rows at full depth (activations extrapolated)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
@@ -108,8 +130,12 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps({"peak": measure(cfg, args.steps)}))
             return 0
         status = 0
-        for name in args.presets:
-            overrides = overrides_of(args, name, Path(tmp))
+        for item in args.presets:
+            name, _, batch = item.partition(":")
+            if args.table:
+                print(table_row(name, list(args.override), Path(tmp)), flush=True)
+                continue
+            overrides = overrides_of(args, name, Path(tmp)) + ([f"data.batch_size={batch}"] if batch else [])
             cfg = compose_preset(name, overrides, Path(tmp))
             task = build_task(cfg)
             est = memory.estimate(cfg, task)
@@ -117,12 +143,12 @@ def main(argv: list[str] | None = None) -> int:
             del task
             gc.collect()
             head = (f"{name}: n_layer={cfg.model.get('n_layer')} batch={cfg.data.get('batch_size')} "
-                    f"precision={cfg.trainer.precision} params={params / 1e6:.1f}M estimate={est.total_bytes / 1e9:.2f} GB")
+                    f"precision={cfg.trainer.precision} params={params / 1e6:.1f}M estimate={est.total_bytes / memory.GB:.2f} GB")
             if args.estimate_only:
                 free = memory.available_bytes(str(cfg.trainer.get("accelerator", "auto")))
                 fits = free is None or est.total_bytes <= free
                 status = status if fits else 2
-                print(f"{head} ({est.describe()}); free {free / 1e9 if free else float('nan'):.1f} GB: "
+                print(f"{head} ({est.describe()}); free {free / memory.GB if free else float('nan'):.1f} GB: "
                       f"{'fits' if fits else 'DOES NOT FIT'}", flush=True)
                 continue
             cmd = [sys.executable, __file__, "--worker", "--presets", name, "--steps", str(args.steps),
@@ -133,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
                 status = 1
                 continue
             peak = json.loads(run.stdout.strip().splitlines()[-1])["peak"]
-            print(f"{head} measured={peak / 1e9:.2f} GB estimate/measured: {est.total_bytes / peak:.2f}", flush=True)
+            print(f"{head} measured={peak / memory.GB:.2f} GB estimate/measured: {est.total_bytes / peak:.2f}", flush=True)
         return status
 
 
