@@ -146,10 +146,11 @@ def task_saved_bytes(task: nn.Module, batch: dict[str, Any], precision: str) -> 
 
 
 def probe_rows(cfg: DictConfig, batch_size: int) -> tuple[int, int]:
-    """The two probe batch sizes: rows of about PROBE_TOKENS tokens, then twice that (at most the real batch)."""
+    """The two probe batch sizes: an even number of rows of about PROBE_TOKENS tokens, then twice that (at most the
+    real batch)."""
     data = cfg.get("data")
     seq = int(_get(data, "tgt_len") or _get(data, "bptt") or _get(data, "seq_len") or 1)
-    small = max(1, min(batch_size, math.ceil(PROBE_TOKENS / seq)))
+    small = max(1, min(batch_size, 2 * math.ceil(PROBE_TOKENS / seq / 2)))  # even: bi_data halves the rows
     return small, max(small, min(batch_size, 2 * small))
 
 
