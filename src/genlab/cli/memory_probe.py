@@ -115,6 +115,11 @@ def autocast_for(precision: str) -> contextlib.AbstractContextManager:
 def saved_bytes(module: nn.Module, loss_fn: Callable[[], Tensor], precision: str = "32-true") -> int:
     """Bytes of the distinct storages autograd saves for the backward of ``loss_fn()`` (``module``'s parameters
     excluded; the RNG and the module's mode are left as they were)."""
+    return sum(saved_storages(module, loss_fn, precision))
+
+
+def saved_storages(module: nn.Module, loss_fn: Callable[[], Tensor], precision: str = "32-true") -> list[int]:
+    """The byte sizes of those storages."""
     params = {p.untyped_storage().data_ptr() for p in module.parameters()}
     seen: dict[int, int] = {}
 
@@ -133,13 +138,18 @@ def saved_bytes(module: nn.Module, loss_fn: Callable[[], Tensor], precision: str
         del loss
     finally:
         module.train(was_training)
-    return sum(seen.values())
+    return list(seen.values())
 
 
 def task_saved_bytes(task: nn.Module, batch: dict[str, Any], precision: str) -> int:
-    """``saved_bytes`` of a training step's loss; the memories the step kept are dropped again."""
+    """``saved_bytes`` of a training step's loss."""
+    return sum(task_saved_storages(task, batch, precision))
+
+
+def task_saved_storages(task: nn.Module, batch: dict[str, Any], precision: str) -> list[int]:
+    """``saved_storages`` of a training step's loss; the memories the step kept are dropped again."""
     try:
-        return saved_bytes(task, lambda: training_loss(task, batch), precision)
+        return saved_storages(task, lambda: training_loss(task, batch), precision)
     finally:
         if isinstance(getattr(task, "_train_memory", None), list):
             task._train_memory = []
@@ -154,8 +164,10 @@ def probe_rows(cfg: DictConfig, batch_size: int) -> tuple[int, int]:
     return small, max(small, min(batch_size, 2 * small))
 
 
-def activation_bytes(cfg: DictConfig, task: nn.Module) -> int | None:
-    """Saved-for-backward bytes at ``data.batch_size`` (the micro-batch), or None when no batch can be made."""
+def activation_bytes(cfg: DictConfig, task: nn.Module) -> tuple[int, int] | None:
+    """(all, largest) saved-for-backward bytes at ``data.batch_size`` (the micro-batch), or None when no batch can
+    be made. The largest one matters on its own: its backward holds two more tensors of its size (the gradients of
+    its output and of its input) while it is still alive."""
     data = cfg.get("data")
     batch_size = _get(data, "batch_size")
     if not isinstance(batch_size, int):
@@ -169,12 +181,13 @@ def activation_bytes(cfg: DictConfig, task: nn.Module) -> int | None:
     batch = synthetic_batch(cfg, task, small)
     if batch is None:
         return None
-    at_small = task_saved_bytes(task, batch, precision)
+    at_small = task_saved_storages(task, batch, precision)
+    at_small = (sum(at_small), max(at_small, default=0))
     if large == small:
         return at_small
-    at_large = task_saved_bytes(task, synthetic_batch(cfg, task, large), precision)
-    per_row = (at_large - at_small) / (large - small)
-    return int(at_small + per_row * (batch_size - small))
+    at_large = task_saved_storages(task, synthetic_batch(cfg, task, large), precision)
+    at_large = (sum(at_large), max(at_large, default=0))
+    return tuple(int(a + (b - a) / (large - small) * (batch_size - small)) for a, b in zip(at_small, at_large))
 
 
 def batch_bytes(cfg: DictConfig, task: nn.Module) -> int:
