@@ -7,7 +7,7 @@ import torch
 from cli.test_quiet_start import TINY, _run
 from omegaconf import OmegaConf
 
-from genlab.cli.memory import GB, activation_bytes, check_memory, estimate
+from genlab.cli.memory import GB, check_memory, estimate, sizes_before_data, transformer_activation_bytes
 from genlab.errors import ConfigError
 
 
@@ -21,9 +21,18 @@ def test_estimate_counts_weights_optimiser_and_activations():
     net = torch.nn.Linear(10, 10)  # 110 parameters
     est = estimate(_cfg(4), net)
     assert est.weights_bytes == 8 * 110 and est.optimizer_bytes == 8 * 110
-    # per layer 2 b s (34 h + 5 a (s + m)), 2 layers
+    # no probe batch for a bare Linear: per layer 2 b s (34 h + 5 a (s + m)), 2 layers
     assert est.activation_bytes == 2 * 2 * 4 * 64 * (34 * 32 + 5 * 2 * (64 + 16))
-    assert activation_bytes(OmegaConf.create({"model": {"n_hid": 3}, "data": {"batch_size": 4}})) is None
+    assert transformer_activation_bytes(OmegaConf.create({"model": {"n_hid": 3}, "data": {"batch_size": 4}})) is None
+    sgd = OmegaConf.merge(_cfg(4), {"task": {"optimizer": {"_target_": "torch.optim.SGD", "momentum": 0.0}}})
+    assert estimate(sgd, net).optimizer_bytes == 0
+
+
+def test_model_sizes_come_from_the_config_before_the_data(compose_cfg):
+    assert sizes_before_data(compose_cfg(["experiment=txl_wt103_base"])) == {"vocab_size": 267_735}
+    assert sizes_before_data(compose_cfg(["experiment=xlnet_large"])) == {"vocab_size": 32_000}
+    assert sizes_before_data(compose_cfg(["experiment=txl_wt103_base_mini"])) is None  # the mini's own vocabulary
+    assert sizes_before_data(compose_cfg(["experiment=planetoid_t_cora"])) is None  # features, classes: data only
 
 
 def test_absurd_batch_stops_with_estimate_and_keys():
@@ -37,11 +46,14 @@ def test_a_run_that_fits_passes():
     assert check_memory(_cfg(4), torch.nn.Linear(10, 10), available=16 * GB).total_bytes < GB
 
 
-def test_cli_absurd_batch_exits_2_before_training(tmp_path):
-    # 10 layers x 1000 streams x 1000 tokens: about 200 GB of activations by the estimate
-    overrides = [o for o in TINY if not o.startswith("data.batch_size")]
-    result = _run(tmp_path, *overrides, "data.batch_size=1000", "data.tgt_len=1000", "model.n_layer=10",
+def test_cli_absurd_batch_exits_2_before_any_data_work(tmp_path):
+    # 10 layers x 100000 streams x 64 tokens: hundreds of GB of activations by the estimate. The corpus folder does
+    # not exist: the memory check, made before the data is read, must be what stops the run.
+    overrides = [o for o in TINY if not o.startswith(("data.batch_size", "data.tgt_len"))]
+    result = _run(tmp_path, *overrides, "data.batch_size=100000", "data.tgt_len=64", "model.n_layer=10",
+                  "model.cutoffs=[20000,40000,200000]", "data.source=path", f"data.path={tmp_path / 'no_corpus'}",
                   f"hydra.run.dir={tmp_path / 'run'}")
     assert result.returncode == 2, result.stderr[-2000:]
     assert "only" in result.stderr and "GB is available" in result.stderr and "data.batch_size" in result.stderr
+    assert "no_corpus" not in result.stderr  # not the data's error: the data was never looked at
     assert "Steps:" not in result.stdout + result.stderr  # stopped before training

@@ -17,7 +17,7 @@ from genlab.callbacks.run_record import RunRecord
 from genlab.cli import build, run_dir
 from genlab.cli.errors import find_user_error, guarded, in_multirun
 from genlab.cli.host_memory import apply_host_memory_setting
-from genlab.cli.memory import check_memory
+from genlab.cli.memory import check_memory, sizes_before_data
 from genlab.cli.quiet import quiet_resume
 from genlab.cli.summary import print_summary
 from genlab.cli.validate import validate_config
@@ -43,9 +43,11 @@ def train(cfg: DictConfig, on_fit: Callable[[], None] = lambda: None) -> float:
         for tmp in run_dir.remove_partial_writes(out):
             log.warning("removed %s, left by a write that a kill interrupted", tmp)
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
+    sizes = check_memory_before_data(cfg)
     datamodule = build.build_data(cfg.data)
     task = build.build_task(cfg, datamodule)
-    check_memory(cfg, task)  # stop before training a run the machine cannot hold
+    if sizes != build.data_sizes(datamodule):  # the data changed the model (or only it could tell its size)
+        check_memory(cfg, task)
     _check_full_pass_monitor(cfg, task)
     identity = datamodule.identity() if hasattr(datamodule, "identity") else {}
     callbacks = build.build_callbacks(cfg) + [RunRecord(build.config_to_dict(cfg), identity)]
@@ -75,6 +77,19 @@ def train(cfg: DictConfig, on_fit: Callable[[], None] = lambda: None) -> float:
         write_final_metrics(out, metrics, status="finished")
         _summary(cfg, metrics, out, best)
     return metrics.get(task.monitor, math.nan)
+
+
+def check_memory_before_data(cfg: DictConfig) -> dict | None:
+    """Stop a run the machine cannot hold before any data is read or tokenised: the model is built with the sizes
+    the config gives (its own RNG stream, so the run's initialisation is unchanged). Returns those sizes (None: only
+    the data knows them, and the check waits for it)."""
+    import torch
+
+    sizes = sizes_before_data(cfg)
+    if sizes is not None:
+        with torch.random.fork_rng():
+            check_memory(cfg, build.build_task(cfg, sizes=sizes))
+    return sizes
 
 
 def _log_resume(cfg: DictConfig, ckpt: Path, out: Path, step: int) -> None:

@@ -1,0 +1,167 @@
+"""The memory guard's estimate (genlab.cli.memory) against the peak RSS of real optimiser steps, per preset.
+
+Each preset is measured in its own subprocess: its model (at ``model.n_layer=1`` by default) and task as train.py
+builds them, with the vocabulary the config gives (minis: their data's), two optimiser steps through a Lightning
+Trainer at the preset's precision, on synthetic batches of the preset's shape (genlab.cli.memory_probe: Zipf-law
+word ids, as text has); the peak RSS (``resource.getrusage``) is compared with the estimate for the same config.
+No data is read.
+
+    flock /tmp/genlab-heavy.lock python experiments/perf/memory_estimate.py --presets txl_wt103_base xlnet_base_mini
+    python experiments/perf/memory_estimate.py --presets xlnet_large --estimate-only     # check this machine
+    python experiments/perf/memory_estimate.py --presets txl_lm1b_base:56 gpt_books:16   # batches shrunk
+
+``--estimate-only`` (with the real depth unless --n-layer is given) prints the estimate and the memory this machine
+has free, and exits 2 when the run would not fit: the check to make before a long run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from omegaconf import DictConfig, open_dict
+
+from genlab.cli import build, memory, memory_probe
+
+CONF = Path(__file__).resolve().parents[2] / "conf"
+
+
+def compose_preset(name: str, overrides: list[str], out: Path) -> DictConfig:
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name="train", overrides=[f"experiment={name}", f"paths.output_dir={out}",
+                                                      f"paths.log_dir={out}", *overrides])
+    with open_dict(cfg):
+        cfg.pop("hydra", None)
+    return cfg
+
+
+def model_sizes(cfg: DictConfig) -> dict:
+    """What train.py builds the model with: the config's sizes, or the (mini) data's when only it knows them."""
+    sizes = memory.sizes_before_data(cfg)
+    return sizes if sizes is not None else build.data_sizes(build.build_data(cfg.data))
+
+
+def build_task(cfg: DictConfig):
+    torch.manual_seed(0)
+    return build.build_task(cfg, sizes=model_sizes(cfg))
+
+
+def measure(cfg: DictConfig, steps: int) -> int:
+    """Peak RSS (bytes) of ``steps`` optimiser steps on synthetic batches (run in a fresh subprocess)."""
+    import pytorch_lightning as pl
+    from torch.utils.data import DataLoader
+
+    task = build_task(cfg)
+    batch = memory_probe.synthetic_batch(cfg, task, int(cfg.data.batch_size))
+    if batch is None:
+        raise SystemExit(f"no synthetic batch for {type(task).__name__}")
+    loader = DataLoader([batch] * steps, batch_size=None)
+    trainer = pl.Trainer(accelerator="cpu", devices=1, precision=cfg.trainer.precision, max_steps=steps,
+                         logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False, gradient_clip_val=cfg.trainer.get("gradient_clip_val"))
+    trainer.fit(task, train_dataloaders=loader)
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def table_row(name: str, overrides: list[str], tmp: Path) -> str:
+    """README row: parameters and estimate at the preset's full depth and batch, without building the full model:
+    parameters counted on the meta device, activations extrapolated from 1 and 2 layers (layers are identical)."""
+    cfg = compose_preset(name, overrides, tmp)
+    with torch.device("meta"):
+        params = sum(p.numel() for p in build.build_task(cfg, sizes=model_sizes(cfg)).parameters())
+    depth = cfg.model.get("n_layer")
+    if depth is None:
+        est = memory.estimate(cfg, build_task(cfg))
+        acts = est.activation_bytes or 0
+    else:
+        one, two = (compose_preset(name, [*overrides, f"model.n_layer={n}"], tmp) for n in (1, 2))
+        est, est2 = memory.estimate(one, build_task(one)), memory.estimate(two, build_task(two))
+        acts = (est.activation_bytes or 0) + (depth - 1) * ((est2.activation_bytes or 0) - (est.activation_bytes or 0))
+    total = ((memory.WEIGHT_BYTES + memory.GRADIENT_BYTES + memory.optimizer_bytes_per_param(cfg)) * params + acts
+             + est.data_bytes + memory.BASELINE_BYTES)
+    return (f"| `{name}` | {params / 1e6:.0f}M | {cfg.data.batch_size} x "
+            f"{cfg.data.get('tgt_len') or cfg.data.get('bptt') or cfg.data.get('seq_len')} | {cfg.trainer.precision} "
+            f"| {total / memory.GB:.1f} GB |")
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--presets", nargs="+", required=True, help="NAME, or NAME:BATCH to shrink one preset's batch")
+    p.add_argument("--n-layer", type=int, default=None, help="model.n_layer (default 1; --estimate-only: the preset's)")
+    p.add_argument("--batch", type=int, default=None, help="data.batch_size (default: the preset's)")
+    p.add_argument("--steps", type=int, default=2)
+    p.add_argument("--estimate-only", action="store_true", help="no measurement: estimate vs this machine's memory")
+    p.add_argument("--override", nargs="*", default=[], help="more Hydra overrides, e.g. trainer.precision=32-true")
+    p.add_argument("--table", action="store_true", help="README rows at full depth (activations extrapolated)")
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def overrides_of(args: argparse.Namespace, name: str, tmp: Path) -> list[str]:
+    """--override, then the depth (n_layer; Funnel: layers per block; AWD-LSTM keeps its 3 layers) and batch."""
+    out = list(args.override)
+    n_layer = args.n_layer if args.n_layer is not None or args.estimate_only else 1
+    model = compose_preset(name, out, tmp).model
+    if n_layer is not None and "n_layer" in model:
+        out.append(f"model.n_layer={n_layer}")
+    elif n_layer is not None and "block_sizes" in model:
+        out.append(f"model.block_sizes=[{','.join([str(n_layer)] * len(model.block_sizes))}]")
+    if args.batch is not None:
+        out.append(f"data.batch_size={args.batch}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.worker:
+            cfg = compose_preset(args.presets[0], args.override, Path(tmp))
+            print(json.dumps({"peak": measure(cfg, args.steps)}))
+            return 0
+        status = 0
+        for item in args.presets:
+            name, _, batch = item.partition(":")
+            if args.table:
+                print(table_row(name, list(args.override), Path(tmp)), flush=True)
+                continue
+            overrides = overrides_of(args, name, Path(tmp)) + ([f"data.batch_size={batch}"] if batch else [])
+            cfg = compose_preset(name, overrides, Path(tmp))
+            task = build_task(cfg)
+            est = memory.estimate(cfg, task)
+            params = sum(p.numel() for p in task.parameters())
+            del task
+            gc.collect()
+            head = (f"{name}: n_layer={cfg.model.get('n_layer')} batch={cfg.data.get('batch_size')} "
+                    f"precision={cfg.trainer.precision} params={params / 1e6:.1f}M estimate={est.total_bytes / memory.GB:.2f} GB")
+            if args.estimate_only:
+                free = memory.available_bytes(str(cfg.trainer.get("accelerator", "auto")))
+                fits = free is None or est.total_bytes <= free
+                status = status if fits else 2
+                print(f"{head} ({est.describe()}); free {free / memory.GB if free else float('nan'):.1f} GB: "
+                      f"{'fits' if fits else 'DOES NOT FIT'}", flush=True)
+                continue
+            cmd = [sys.executable, __file__, "--worker", "--presets", name, "--steps", str(args.steps),
+                   "--override", *overrides]
+            run = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "WANDB_MODE": "disabled"})
+            if run.returncode:
+                print(f"{head} measured: FAILED ({run.stderr.strip().splitlines()[-1:]})", flush=True)
+                status = 1
+                continue
+            peak = json.loads(run.stdout.strip().splitlines()[-1])["peak"]
+            print(f"{head} measured={peak / memory.GB:.2f} GB estimate/measured: {est.total_bytes / peak:.2f}", flush=True)
+        return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,203 @@
+"""What one training step keeps alive for its backward, measured on the model itself: a forward and loss on a small
+synthetic batch of the run's shape, with every tensor autograd saves counted once by its storage (parameters
+excluded; autocast's bf16 copies of the weights included), at two batch sizes and extrapolated linearly to
+``data.batch_size``. The batch is synthetic, so no data is read; word ids follow Zipf's law (rank r has
+probability ~ 1/r, as in text, over a vocabulary sorted by frequency as every genlab vocabulary is), which decides
+how many tokens an adaptive softmax sends through each of its tail clusters.
+
+Tasks whose synthetic batch is not known here (GANs, graphs, finetuning, QA) return None: the caller falls back
+to a formula.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from omegaconf import DictConfig
+from torch import Tensor, nn
+
+PROBE_TOKENS = 256  # tokens per row x rows of the smaller probe batch: enough for stable adaptive-softmax shares
+
+
+def zipf_ids(shape: tuple[int, ...], vocab: int, low: int = 0, seed: int = 0) -> Tensor:
+    """Ids in [low, vocab) at the quantiles of a continuous Zipf law (P(rank <= r) = ln r / ln n), shuffled."""
+    n = max(vocab - low, 2)
+    count = math.prod(shape)
+    quantiles = (torch.arange(count, dtype=torch.float64) + 0.5) / count
+    ranks = torch.exp(quantiles * math.log(n)).floor().long().clamp(1, n) - 1
+    perm = torch.randperm(count, generator=torch.Generator().manual_seed(seed))
+    return (ranks[perm] + low).view(shape)
+
+
+def _get(node: DictConfig | None, key: str, default: Any = None) -> Any:
+    return node.get(key, default) if node is not None else default
+
+
+def _masked_labels(ids: Tensor, n_targets: int) -> Tensor:
+    labels = torch.full_like(ids, -100)
+    labels[:, : min(n_targets, ids.shape[1])] = ids[:, : min(n_targets, ids.shape[1])]
+    return labels
+
+
+def synthetic_batch(cfg: DictConfig, task: nn.Module, rows: int) -> dict[str, Any] | None:
+    """A training batch of ``rows`` rows shaped as the run's data makes them, or None for a task not covered."""
+    from genlab.tasks.awd_lm import AWDLanguageModelTask
+    from genlab.tasks.gpt import GPTPretrainTask
+    from genlab.tasks.lm import LanguageModelTask
+    from genlab.tasks.pretrain import DAETask, MaskedLMTask, PermutationLMTask
+
+    data = cfg.get("data")
+    vocab = _vocab_size(task)
+    if vocab is None:
+        return None
+    if isinstance(task, AWDLanguageModelTask) or type(task) is LanguageModelTask:  # pretraining tasks subclass it
+        seq = int(_get(data, "tgt_len") or _get(data, "bptt"))
+        ids = zipf_ids((rows, seq + int(_get(data, "ext_len", 0) or 0)), vocab)
+        return {"input_ids": ids, "target": zipf_ids((rows, seq), vocab, seed=1), "segment": 0}
+    seq = _get(data, "seq_len")
+    if seq is None:
+        return None
+    seq = int(seq)
+    ids = zipf_ids((rows, seq), vocab, low=min(10, vocab - 2))
+    if isinstance(task, GPTPretrainTask):
+        return {"input_ids": ids}
+    masking = _get(data, "masking") or {}
+    n_targets = int(masking.get("num_targets") or masking.get("max_predictions") or round(0.15 * seq))
+    common = {"input_ids": ids, "token_type_ids": torch.zeros_like(ids), "attention_mask": torch.ones_like(ids),
+              "nsp_label": torch.zeros(rows, dtype=torch.long), "segment": 0}
+    if isinstance(task, PermutationLMTask):
+        predict = int(_get(data, "num_predict"))
+        perm = torch.zeros(rows, seq, seq)
+        perm[:, :, -predict:] = 1.0
+        mapping = torch.eye(seq)[None, -predict:].expand(rows, -1, -1).contiguous()
+        return {**common, "perm_mask": perm, "target_mapping": mapping, "target": ids[:, -predict:],
+                "target_mask": torch.ones(rows, predict)}
+    if isinstance(task, DAETask):
+        return {**common, "perm_mask": torch.zeros(rows, seq, seq), "labels": _masked_labels(ids, n_targets)}
+    if isinstance(task, MaskedLMTask):  # BERT and both Funnel objectives
+        return {**common, "labels": _masked_labels(ids, n_targets)}
+    return None
+
+
+def _vocab_size(task: nn.Module) -> int | None:
+    """The model's vocabulary: its ``vocab_size``, else the rows of its largest embedding table (the words')."""
+    model = getattr(task, "model", None)
+    if isinstance(getattr(model, "vocab_size", None), int):
+        return model.vocab_size
+    tables = [m.num_embeddings for m in task.modules() if isinstance(m, nn.Embedding)]
+    return max(tables) if tables else None
+
+
+def training_loss(task: nn.Module, batch: dict[str, Any]) -> Tensor:
+    """The loss a training step backpropagates (AWD-LSTM: one column chunk's NLL, as its step backpropagates)."""
+    from genlab.tasks.awd_lm import AWDLanguageModelTask
+
+    if isinstance(task, AWDLanguageModelTask):
+        return task.model.run(batch["input_ids"], batch["target"], None).nll.mean()
+    with warnings.catch_warnings():  # self.log outside a Trainer
+        warnings.simplefilter("ignore")
+        return task.training_step(batch, 0)
+
+
+def autocast_for(precision: str) -> contextlib.AbstractContextManager:
+    if precision.startswith("bf16") and "mixed" in precision:
+        return torch.autocast("cpu", dtype=torch.bfloat16)
+    if precision.startswith("16") and "mixed" in precision:
+        return torch.autocast("cpu", dtype=torch.float16)
+    return contextlib.nullcontext()
+
+
+def saved_bytes(module: nn.Module, loss_fn: Callable[[], Tensor], precision: str = "32-true") -> int:
+    """Bytes of the distinct storages autograd saves for the backward of ``loss_fn()`` (``module``'s parameters
+    excluded; the RNG and the module's mode are left as they were)."""
+    return sum(saved_storages(module, loss_fn, precision))
+
+
+def saved_storages(module: nn.Module, loss_fn: Callable[[], Tensor], precision: str = "32-true") -> list[int]:
+    """The byte sizes of those storages."""
+    params = {p.untyped_storage().data_ptr() for p in module.parameters()}
+    seen: dict[int, int] = {}
+
+    def pack(t: Tensor) -> Tensor:
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in params:
+            seen.setdefault(storage.data_ptr(), storage.nbytes())
+        return t
+
+    was_training = module.training
+    module.train()
+    try:
+        with torch.random.fork_rng(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), \
+                autocast_for(precision):
+            loss = loss_fn()
+        del loss
+    finally:
+        module.train(was_training)
+    return list(seen.values())
+
+
+def task_saved_bytes(task: nn.Module, batch: dict[str, Any], precision: str) -> int:
+    """``saved_bytes`` of a training step's loss."""
+    return sum(task_saved_storages(task, batch, precision))
+
+
+def task_saved_storages(task: nn.Module, batch: dict[str, Any], precision: str) -> list[int]:
+    """``saved_storages`` of a training step's loss; the memories the step kept are dropped again."""
+    try:
+        return saved_storages(task, lambda: training_loss(task, batch), precision)
+    finally:
+        if isinstance(getattr(task, "_train_memory", None), list):
+            task._train_memory = []
+
+
+def probe_rows(cfg: DictConfig, batch_size: int) -> tuple[int, int]:
+    """The two probe batch sizes: an even number of rows of about PROBE_TOKENS tokens, then twice that (at most the
+    real batch)."""
+    data = cfg.get("data")
+    seq = int(_get(data, "tgt_len") or _get(data, "bptt") or _get(data, "seq_len") or 1)
+    small = max(1, min(batch_size, 2 * math.ceil(PROBE_TOKENS / seq / 2)))  # even: bi_data halves the rows
+    return small, max(small, min(batch_size, 2 * small))
+
+
+def activation_bytes(cfg: DictConfig, task: nn.Module) -> tuple[int, int] | None:
+    """(all, largest) saved-for-backward bytes at ``data.batch_size`` (the micro-batch), or None when no batch can
+    be made. The largest one matters on its own: its backward holds two more tensors of its size (the gradients of
+    its output and of its input) while it is still alive."""
+    data = cfg.get("data")
+    batch_size = _get(data, "batch_size")
+    if not isinstance(batch_size, int):
+        return None
+    from genlab.tasks.awd_lm import AWDLanguageModelTask
+
+    if isinstance(task, AWDLanguageModelTask) and getattr(task, "small_batch_size", None):
+        batch_size = min(batch_size, int(task.small_batch_size))  # one column chunk at a time
+    precision = str(_get(cfg.get("trainer"), "precision", "32-true"))
+    small, large = probe_rows(cfg, batch_size)
+    batch = synthetic_batch(cfg, task, small)
+    if batch is None:
+        return None
+    at_small = task_saved_storages(task, batch, precision)
+    at_small = (sum(at_small), max(at_small, default=0))
+    if large == small:
+        return at_small
+    at_large = task_saved_storages(task, synthetic_batch(cfg, task, large), precision)
+    at_large = (sum(at_large), max(at_large, default=0))
+    return tuple(int(a + (b - a) / (large - small) * (batch_size - small)) for a, b in zip(at_small, at_large))
+
+
+def batch_bytes(cfg: DictConfig, task: nn.Module) -> int:
+    """Bytes of one real-size batch (the data loader holds it, and 2 prefetched per worker)."""
+    data = cfg.get("data")
+    batch_size = _get(data, "batch_size")
+    if not isinstance(batch_size, int):
+        return 0
+    batch = synthetic_batch(cfg, task, 1)
+    if batch is None:
+        return 0
+    one = sum(v.nbytes for v in batch.values() if isinstance(v, Tensor))
+    return one * batch_size * (1 + 2 * int(_get(data, "num_workers", 0) or 0))
