@@ -18,11 +18,14 @@ Hugging Face / original published checkpoints are not genlab checkpoints: ``genl
 from __future__ import annotations
 
 import os
+import pickle
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from genlab.errors import CheckpointError
+from genlab.safe_pickle import RefusedGlobal, loads
 
 RECORD = "genlab"
 # The keys that decide which token ids mean what: weights moved to other data (a second training stage, finetuning
@@ -58,19 +61,91 @@ def load(path: str | os.PathLike, *, key: str | None = None, fix: str = "", map_
         raise CheckpointError(f"{where}: no such file.{fix}")
     try:
         if is_sharded(path):  # every tensor of every rank, read on this one process
-            from lightning_fabric.utilities.load import _load_distributed_checkpoint
-
-            checkpoint = _load_distributed_checkpoint(Path(path))
+            checkpoint = _load_sharded(Path(path))
         else:
-            # Our own files hold plain Python objects beside tensors (hyperparameters, loop state): not weights_only.
-            checkpoint = torch.load(path, map_location=map_location, weights_only=False, mmap=mmap)
+            checkpoint = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
     except Exception as err:  # noqa: BLE001 - a truncated or foreign file is the user's input
+        refused = _refused_global(err)
+        if refused:
+            raise CheckpointError(f"{where} holds {refused}, which no genlab checkpoint stores (only tensors and "
+                                  "plain values); it was not loaded, since unpickling it could run code. Pass a "
+                                  f"checkpoint written by genlab's train.py.{fix}") from err
+        reason = str(err).split("WeightsUnpickler error:")[-1].strip()  # torch's advice to load unsafely: dropped
         raise CheckpointError(f"{where} is not a readable checkpoint (truncated, or not written by torch.save: "
-                              f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}).{fix}") from err
+                              f"{type(err).__name__}: {reason.splitlines()[0] if reason else ''}).{fix}") from err
     if not isinstance(checkpoint, dict):
         raise CheckpointError(f"{where} is not a checkpoint (it holds a {type(checkpoint).__name__}, not a "
                               f"dictionary).{fix}")
     return checkpoint
+
+
+def _refused_global(err: Exception) -> str | None:
+    """The global a pickle was refused for, by torch's weights-only unpickler or :mod:`genlab.safe_pickle`."""
+    if isinstance(err, RefusedGlobal):
+        return str(err)
+    found = re.search(r"Unsupported global: GLOBAL (\S+)", str(err)) if isinstance(err, pickle.UnpicklingError) else None
+    return found.group(1) if found else None
+
+
+def _load_sharded(folder: Path) -> dict[str, Any]:
+    """Lightning's consolidation of a ``torch.distributed.checkpoint`` folder (``_load_distributed_checkpoint``),
+    without code: the index is checked against DCP's metadata classes before DCP unpickles it, and non-tensor
+    entries and Lightning's ``meta.pt`` load with ``weights_only=True``."""
+    import torch
+    from lightning_fabric.utilities.load import _METADATA_FILENAME
+    from torch.distributed.checkpoint import FileSystemReader
+    from torch.distributed.checkpoint._traverse import set_element
+    from torch.distributed.checkpoint.api import CheckpointException
+    from torch.distributed.checkpoint.format_utils import _EmptyStateDictLoadPlanner
+    from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
+
+    class Reader(FileSystemReader):
+        refused: RefusedGlobal | None = None
+
+        def read_metadata(self, *args: Any, **kwargs: Any) -> Any:
+            index = Path(self._get_metadata_path(kwargs.get("rank")))  # .metadata, else a rank's own __<rank>.metadata
+            if index.is_file():
+                try:  # the file DCP unpickles next, read here first with the allow-list: refused before code runs
+                    loads(index.read_bytes(), _dcp_metadata_globals())
+                except RefusedGlobal as err:
+                    self.refused = err
+                    raise
+            return super().read_metadata(*args, **kwargs)
+
+    class Planner(_EmptyStateDictLoadPlanner):
+        def load_bytes(self, read_item: Any, value: Any) -> None:
+            set_element(self.original_state_dict, self.mappings[read_item.dest_index.fqn],
+                        torch.load(value, weights_only=True))
+
+    checkpoint: dict[str, Any] = {}
+    reader = Reader(folder)
+    try:
+        _load_state_dict(checkpoint, storage_reader=reader, planner=Planner(), no_dist=True)
+    except CheckpointException as wrapped:  # a BaseException holding each rank's error: raise this rank's
+        # DCP reports a refused index as "metadata is None"; say what was refused instead
+        raise reader.refused or next(iter(wrapped.failures.values()))[0] from None
+    extra = folder / _METADATA_FILENAME
+    if extra.is_file():
+        checkpoint.update(torch.load(extra, map_location="cpu", weights_only=True))
+    return checkpoint
+
+
+def _dcp_metadata_globals() -> dict[tuple[str, str], object]:
+    """What ``torch.distributed.checkpoint`` pickles its ``.metadata`` index with: its dataclasses, the checkpoint's
+    path, sizes, dtypes and layouts (by name). None of them runs anything when built."""
+    import pathlib
+
+    import torch
+    from torch.distributed.checkpoint import filesystem, metadata
+
+    names = ("Metadata", "StorageMeta", "MetadataIndex", "TensorStorageMetadata", "BytesStorageMetadata",
+             "ChunkStorageMetadata", "TensorProperties", "_MEM_FORMAT_ENCODING")
+    table: dict[tuple[str, str], object] = {(metadata.__name__, n): getattr(metadata, n) for n in names}
+    table.update({(filesystem.__name__, "_StorageInfo"): filesystem._StorageInfo, ("torch", "Size"): torch.Size,
+                  ("torch.serialization", "_get_layout"): torch.serialization._get_layout})
+    table.update({("pathlib", n): getattr(pathlib, n) for n in ("Path", "PosixPath", "WindowsPath", "PurePosixPath")})
+    table.update({("torch", n): getattr(torch, n) for n in dir(torch) if isinstance(getattr(torch, n), torch.dtype)})
+    return table
 
 
 # ------------------------------------------------------------------------------------------- the genlab record

@@ -68,7 +68,7 @@ def train(cfg: DictConfig, on_fit: Callable[[], None] = lambda: None) -> float:
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
     best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
     if cfg.get("test_after_fit") and not trainer.fast_dev_run and build.has_test(datamodule):
-        results = trainer.test(task, datamodule=datamodule, ckpt_path=best or None, verbose=False)
+        results = trainer.test(task, datamodule=datamodule, ckpt_path=best or None, verbose=False, weights_only=True)
         for per_loader in results:  # one dict per test dataloader (e.g. MNLI matched + mismatched)
             metrics.update({k: float(v) for k, v in per_loader.items()})
     if trainer.is_global_zero:
@@ -154,7 +154,7 @@ def _has_gpu() -> bool:
 def _fit(cfg: DictConfig, trainer: pl.Trainer, task: pl.LightningModule, datamodule: pl.LightningDataModule,
          ckpt: str | None) -> None:
     try:
-        trainer.fit(task, datamodule=datamodule, ckpt_path=ckpt)
+        trainer.fit(task, datamodule=datamodule, ckpt_path=ckpt, weights_only=True)  # never code from a file
     except OSError as err:
         disk = run_dir.disk_error(err)
         if disk is None:
