@@ -94,6 +94,7 @@ def test_a_folder_of_shards_carrying_code_is_refused_without_running_it(tmp_path
     loaded = checkpoints.load(good)
     assert loaded["loops"] == {"step": 3} and loaded["global_step"] == 3
     assert torch.equal(checkpoints.submodule_weights(loaded)["w"], torch.ones(2))
+    assert checkpoints.load(good, shard_tensors=False) == {"loops": {"step": 3}, "global_step": 3}
 
     in_entry = tmp_path / "entry"
     dcp.save({"state_dict": {"model.w": torch.ones(2)}, "loops": TouchPayload(marker)}, checkpoint_id=in_entry,
@@ -104,8 +105,9 @@ def test_a_folder_of_shards_carrying_code_is_refused_without_running_it(tmp_path
     (in_index / ".metadata").write_bytes(pickle.dumps(index))
     torch.save({"global_step": TouchPayload(marker)}, in_meta / "meta.pt")
     for folder in (in_entry, in_index, in_meta):
-        with pytest.raises(CheckpointError, match=rf"ckpt_path={folder} holds \S+, which no genlab checkpoint stores"):
-            checkpoints.load(folder, key="ckpt_path")
+        for shard_tensors in (True, False):  # False: train.py's check before Lightning's FSDP loader reads it
+            with pytest.raises(CheckpointError, match=rf"ckpt_path={folder} holds \S+, which no genlab checkpoint"):
+                checkpoints.load(folder, key="ckpt_path", shard_tensors=shard_tensors)
     assert not marker.exists()
 
 

@@ -48,12 +48,14 @@ def exists(path: str | os.PathLike) -> bool:
 
 
 def load(path: str | os.PathLike, *, key: str | None = None, fix: str = "", map_location: Any = "cpu",
-         mmap: bool = False) -> dict[str, Any]:
+         mmap: bool = False, shard_tensors: bool = True) -> dict[str, Any]:
     """The checkpoint at ``path`` as a dictionary; a folder of FSDP2 shards is consolidated into one (in memory).
 
     A missing, truncated or foreign file (not written by ``torch.save``, or not a dictionary) raises
     :class:`CheckpointError` naming the file, as ``<key>=<path>`` when ``key`` (the config key the path came from)
-    is given, followed by ``fix``. ``mmap`` maps tensors lazily (reading one small entry of a large file)."""
+    is given, followed by ``fix``; so does one that holds more than tensors and plain values (it could run code).
+    ``mmap`` maps tensors lazily (reading one small entry of a large file). ``shard_tensors=False`` reads a folder
+    of shards without its tensors: everything else in it is read (and checked), at no memory cost."""
     import torch
 
     where, fix = _label(path, key), f" {fix}" if fix else ""
@@ -61,7 +63,7 @@ def load(path: str | os.PathLike, *, key: str | None = None, fix: str = "", map_
         raise CheckpointError(f"{where}: no such file.{fix}")
     try:
         if is_sharded(path):  # every tensor of every rank, read on this one process
-            checkpoint = _load_sharded(Path(path))
+            checkpoint = _load_sharded(Path(path), shard_tensors)
         else:
             checkpoint = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
     except Exception as err:  # noqa: BLE001 - a truncated or foreign file is the user's input
@@ -87,7 +89,7 @@ def _refused_global(err: Exception) -> str | None:
     return found.group(1) if found else None
 
 
-def _load_sharded(folder: Path) -> dict[str, Any]:
+def _load_sharded(folder: Path, tensors: bool) -> dict[str, Any]:
     """Lightning's consolidation of a ``torch.distributed.checkpoint`` folder (``_load_distributed_checkpoint``),
     without code: the index is checked against DCP's metadata classes before DCP unpickles it, and non-tensor
     entries and Lightning's ``meta.pt`` load with ``weights_only=True``."""
@@ -97,33 +99,26 @@ def _load_sharded(folder: Path) -> dict[str, Any]:
     from torch.distributed.checkpoint._traverse import set_element
     from torch.distributed.checkpoint.api import CheckpointException
     from torch.distributed.checkpoint.format_utils import _EmptyStateDictLoadPlanner
+    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
     from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
 
-    class Reader(FileSystemReader):
-        refused: RefusedGlobal | None = None
-
-        def read_metadata(self, *args: Any, **kwargs: Any) -> Any:
-            index = Path(self._get_metadata_path(kwargs.get("rank")))  # .metadata, else a rank's own __<rank>.metadata
-            if index.is_file():
-                try:  # the file DCP unpickles next, read here first with the allow-list: refused before code runs
-                    loads(index.read_bytes(), _dcp_metadata_globals())
-                except RefusedGlobal as err:
-                    self.refused = err
-                    raise
-            return super().read_metadata(*args, **kwargs)
+    for index in [folder / ".metadata", *folder.glob("__*.metadata")]:  # the index and ranks' own: DCP unpickles
+        if index.is_file():  # them unrestricted, so they are read with the allow-list first (refused before code)
+            loads(index.read_bytes(), _dcp_metadata_globals())
 
     class Planner(_EmptyStateDictLoadPlanner):
+        def _should_include_key(self, key: str, metadata: Any) -> bool:
+            return tensors or not isinstance(metadata.state_dict_metadata[key], TensorStorageMetadata)
+
         def load_bytes(self, read_item: Any, value: Any) -> None:
             set_element(self.original_state_dict, self.mappings[read_item.dest_index.fqn],
                         torch.load(value, weights_only=True))
 
     checkpoint: dict[str, Any] = {}
-    reader = Reader(folder)
     try:
-        _load_state_dict(checkpoint, storage_reader=reader, planner=Planner(), no_dist=True)
+        _load_state_dict(checkpoint, storage_reader=FileSystemReader(folder), planner=Planner(), no_dist=True)
     except CheckpointException as wrapped:  # a BaseException holding each rank's error: raise this rank's
-        # DCP reports a refused index as "metadata is None"; say what was refused instead
-        raise reader.refused or next(iter(wrapped.failures.values()))[0] from None
+        raise next(iter(wrapped.failures.values()))[0] from None
     extra = folder / _METADATA_FILENAME
     if extra.is_file():
         checkpoint.update(torch.load(extra, map_location="cpu", weights_only=True))

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytorch_lightning as pl
 from omegaconf import DictConfig, OmegaConf
 
+from genlab import checkpoints
 from genlab.callbacks.interrupt import TrainingInterrupted
 from genlab.callbacks.run_record import RunRecord
 from genlab.cli import build, run_dir
@@ -54,6 +55,8 @@ def train(cfg: DictConfig, on_fit: Callable[[], None] = lambda: None) -> float:
         write_run_metadata(cfg, out)
         keep_tokenizer(datamodule, out)
     ckpt = build.resolve_checkpoint(cfg.get("ckpt_path"), out)
+    if ckpt is not None and checkpoints.is_sharded(ckpt):  # Lightning's FSDP loader unpickles it unrestricted
+        checkpoints.load(ckpt, key="ckpt_path", shard_tensors=False)  # so read everything but the tensors here first
     if ckpt is not None and Path(ckpt).is_file():
         logged_step, step = check_resume_checkpoint(ckpt, cfg, task)
         for logger in trainer.loggers:
@@ -90,8 +93,6 @@ def check_resume_checkpoint(path: str, cfg: DictConfig, task: pl.LightningModule
     """``ckpt_path`` is a whole training checkpoint of this model: a truncated file, a weights-only file or another
     preset's checkpoint is one message naming the file and the preset that wrote it, not a torch traceback.
     Returns the logging step and the optimiser step the checkpoint was written at."""
-    from genlab import checkpoints
-
     fix = "pass a checkpoints/*.ckpt file written by train.py for this experiment"
     ckpt = checkpoints.load(path, key="ckpt_path", fix=f"{fix}; a half-written file is never renamed into place, so "
                             "last.ckpt of the same run dir is whole.", mmap=True)
