@@ -144,3 +144,21 @@ def test_checkpoints_as_written_before_weights_only_loading_still_load(tmp_path)
     loaded = checkpoints.load(path)
     assert_equal_state(loaded, ckpt)
     assert checkpoints.run_config(loaded, path)["name"] == "txl_mini"
+
+
+def test_a_recorded_config_naming_code_is_refused_before_eval_builds_it(tmp_path):
+    """weights_only stops pickled code; the run config eval.py instantiates is plain strings, checked by target."""
+    from genlab.cli.eval import load_run_config
+
+    marker, path = tmp_path / "pwned", tmp_path / "config.ckpt"
+    for target in ("pathlib.Path.touch", "genlab.utils.atomic_write", "genlab.models.gpt.GPTLMHeadModel.mro"):
+        config = {"name": "txl_mini", "model": {"_target_": "genlab.models.transformer_xl.TransformerXL"},
+                  "callbacks": {"x": [{"_target_": target, "_args_": [str(marker)]}]}}
+        torch.save({"state_dict": {}, "genlab": {"config": config}}, path)
+        with pytest.raises(CheckpointError, match=rf"config\.ckpt records callbacks\.x\[0\]\._target_={target}, which "
+                                                  "genlab does not build from a checkpoint"):
+            load_run_config(str(path))
+    assert not marker.exists()
+    config["callbacks"]["x"][0]["_target_"] = "genlab.callbacks.rng.RNGStateCallback"  # what train.py records
+    torch.save({"state_dict": {}, "genlab": {"config": config}}, path)
+    assert load_run_config(str(path))["config"] == config

@@ -150,12 +150,51 @@ def record(checkpoint: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def run_config(checkpoint: Mapping[str, Any], path: str | os.PathLike) -> dict[str, Any]:
-    """The resolved config of the run that wrote the checkpoint; an error naming ``path`` when it has none."""
+    """The resolved config of the run that wrote the checkpoint; an error naming ``path`` when it has none, or when
+    it names something to build that genlab's configs never do (:func:`check_targets`)."""
     config = record(checkpoint).get("config")
     if config is None:
         raise CheckpointError(f"{path} was not written by genlab's train.py (no '{RECORD}' record with the run's "
                               "config); pass a checkpoint of a train.py run (its checkpoints/*.ckpt).")
+    check_targets(config, path)
     return config
+
+
+# What a run's config builds (``_target_``): classes of these packages, and genlab's own factories and schedules.
+TARGET_PACKAGES = ("genlab.", "torch.optim.", "pytorch_lightning.")
+TARGET_FUNCTIONS = ("genlab.tasks.", "genlab.callbacks.")
+
+
+def check_targets(config: Any, path: str | os.PathLike, key: str = "") -> None:
+    """Every ``_target_`` of a config read from a checkpoint is a class of :data:`TARGET_PACKAGES` or a function of
+    :data:`TARGET_FUNCTIONS`. eval.py instantiates that config: plain strings in a file must not name ``os.system``
+    (weights_only=True stops pickled code, not a config that names code)."""
+    if isinstance(config, Mapping):
+        target = config.get("_target_")
+        if target is not None and not _buildable(str(target)):
+            raise CheckpointError(f"{path} records {key + '.' if key else ''}_target_={target}, which genlab does not "
+                                  "build from a checkpoint (only classes of genlab, torch.optim and Lightning, and "
+                                  "genlab's factories): a config read from a file must not name code to run. Pass a "
+                                  "checkpoint written by genlab's train.py.")
+        for k, v in config.items():
+            check_targets(v, path, f"{key}.{k}" if key else str(k))
+    elif isinstance(config, list | tuple):
+        for i, v in enumerate(config):
+            check_targets(v, path, f"{key}[{i}]")
+
+
+def _buildable(target: str) -> bool:
+    import importlib
+    import inspect
+
+    if not target.startswith(TARGET_PACKAGES):
+        return False  # nothing outside them is imported
+    module, _, name = target.rpartition(".")
+    try:
+        obj = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError):  # e.g. a method (Class.method), which Hydra would call
+        return False
+    return inspect.isclass(obj) or (inspect.isfunction(obj) and target.startswith(TARGET_FUNCTIONS))
 
 
 def data_identity(checkpoint: Mapping[str, Any]) -> dict[str, Any]:
