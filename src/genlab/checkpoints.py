@@ -12,6 +12,9 @@ training stage, finetuning) refuse data the weights were not trained on, with on
 that know their data themselves (:func:`record_data_identity`). Checkpoints of earlier versions kept the AWD task's
 identity at the top level (``checkpoint["data_identity"]``); :func:`data_identity` still reads it there.
 
+Checkpoints are files users share, so reading one never runs code: :func:`load` reads tensors and plain values only
+(``weights_only=True``; that is all genlab writes) and :func:`run_config` refuses a config naming code to build.
+
 Hugging Face / original published checkpoints are not genlab checkpoints: ``genlab.interop`` reads those.
 """
 

@@ -3,8 +3,8 @@
 A pickle names the callables it is rebuilt with (``module.name`` globals) and the unpickler calls them, so a pickle
 can call ``os.system``. :func:`loads` resolves only the globals of an allow-list, the few a data format needs
 (:func:`numpy_arrays`, plus each reader's own), and refuses every other one before anything is called. Formats that
-use it: CIFAR-10 python batches, the Planetoid ``ind.*`` files and gensim's newsgroups mini. Checkpoints are read
-with ``torch.load(weights_only=True)`` instead (:mod:`genlab.checkpoints`).
+use it: CIFAR-10 python batches, the Planetoid ``ind.*`` files, gensim's newsgroups mini and the index of a folder of
+FSDP shards. Checkpoints themselves are read with ``torch.load(weights_only=True)`` (:mod:`genlab.checkpoints`).
 """
 
 from __future__ import annotations
