@@ -164,21 +164,21 @@ def run_config(checkpoint: Mapping[str, Any], path: str | os.PathLike) -> dict[s
 
 
 # What a run's config builds (``_target_``): classes of these packages, and genlab's own factories and schedules.
-TARGET_PACKAGES = ("genlab.", "torch.optim.", "pytorch_lightning.")
+TARGET_PACKAGES = ("genlab.", "torch.nn.", "torch.optim.", "pytorch_lightning.")
 TARGET_FUNCTIONS = ("genlab.tasks.", "genlab.callbacks.")
 
 
 def check_targets(config: Any, path: str | os.PathLike, key: str = "") -> None:
-    """Every ``_target_`` of a config read from a checkpoint (or a run dir's config.yaml) is a class of
-    :data:`TARGET_PACKAGES` or a function of :data:`TARGET_FUNCTIONS`. eval.py and ``genlab.runs`` instantiate that
-    config: plain strings in a file must not name ``os.system`` (weights_only=True stops pickled code, not this)."""
+    """Every ``_target_`` of a config read from a checkpoint is a class of :data:`TARGET_PACKAGES` or a function of
+    :data:`TARGET_FUNCTIONS`. eval.py instantiates that config: plain strings in a file must not name ``os.system``
+    (weights_only=True stops pickled code, not this)."""
     if isinstance(config, Mapping):
         target = config.get("_target_")
         if target is not None and not _buildable(str(target)):
             raise CheckpointError(f"{path} records {key + '.' if key else ''}_target_={target}, which genlab does not "
-                                  "build from a checkpoint or run dir (only classes of genlab, torch.optim and "
-                                  "Lightning, and genlab's factories): a config read from a file must not name code "
-                                  "to run. Pass one written by genlab's train.py.")
+                                  "build from a checkpoint (only classes of genlab, torch.nn, torch.optim "
+                                  "and Lightning, and genlab's factories): a config read from a file must not name "
+                                  "code to run. Pass one written by genlab's train.py.")
         for k, v in config.items():
             check_targets(v, path, f"{key}.{k}" if key else str(k))
     elif isinstance(config, list | tuple):

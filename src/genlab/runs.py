@@ -374,13 +374,9 @@ def load_run(run_dir: str | Path) -> Run:
     if best_path is None or not best_path.exists():
         best_path = find_best_checkpoint(d)
     ov = OmegaConf.load(d / OVERRIDES_FILE) if (d / OVERRIDES_FILE).exists() else []
-    config = OmegaConf.load(d / CONFIG_FILE)
-    from genlab import checkpoints
-
-    checkpoints.check_targets(OmegaConf.to_container(config), d / CONFIG_FILE)  # Run.load_task instantiates it
     return Run(
         dir=d,
-        config=config,
+        config=OmegaConf.load(d / CONFIG_FILE),
         overrides=[str(o) for o in ov],
         info=read_json(d / RUN_FILE),
         status=m.get("status"),
