@@ -153,11 +153,13 @@ def test_a_recorded_config_naming_code_is_refused_before_eval_builds_it(tmp_path
     marker, path = tmp_path / "pwned", tmp_path / "config.ckpt"
     for target in ("pathlib.Path.touch", "genlab.utils.atomic_write", "genlab.models.gpt.GPTLMHeadModel.mro"):
         config = {"name": "txl_mini", "model": {"_target_": "genlab.models.transformer_xl.TransformerXL"},
-                  "callbacks": {"x": [{"_target_": target, "_args_": [str(marker)]}]}}
+                  "task": {"x": [{"_target_": target, "_args_": [str(marker)]}]},
+                  "callbacks": {"kill": {"_target_": "kill_at_step.KillAtStep"}}}  # a test's; eval.py builds none
         torch.save({"state_dict": {}, "genlab": {"config": config}}, path)
-        with pytest.raises(CheckpointError, match=rf"config\.ckpt records callbacks\.x\[0\]\._target_={target}, which "
+        with pytest.raises(CheckpointError, match=rf"config\.ckpt records task\.x\[0\]\._target_={target}, which "
                                                   "genlab does not build from a checkpoint"):
             load_run_config(str(path))
-    config["callbacks"]["x"][0]["_target_"] = "genlab.callbacks.rng.RNGStateCallback"  # what train.py records
+    assert not marker.exists()
+    config["task"]["x"][0]["_target_"] = "genlab.tasks.optim.warmup_cosine"  # a schedule, as train.py records it
     torch.save({"state_dict": {}, "genlab": {"config": config}}, path)
     assert load_run_config(str(path))["config"] == config
