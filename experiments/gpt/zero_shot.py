@@ -16,9 +16,9 @@ import argparse
 import csv
 from pathlib import Path
 
-import torch
-
+from genlab import checkpoints
 from genlab.analysis import gpt_zero_shot as zs
+from genlab.cli.errors import run_script
 from genlab.data.finetune import glue
 from genlab.data.finetune import story_cloze as sc
 from genlab.data.finetune.datamodule import MINIS
@@ -30,13 +30,13 @@ PREVIOUS_BEST = {"sst2": 0.932, "cola": 0.350, "race": 0.533, "story_cloze": 0.7
 TASKS = ("sst2", "cola", "race", "story_cloze")
 
 
-def checkpoints(paths: list[str]) -> list[Path]:
+def checkpoint_files(paths: list[str]) -> list[Path]:
     found = []
     for p in map(Path, paths):
         found += sorted(p.rglob("*.ckpt")) if p.is_dir() else [p]
     by_step: dict[int, Path] = {}
     for f in found:  # last.ckpt repeats a step already saved under its own name
-        step = int(torch.load(f, map_location="cpu", weights_only=False).get("global_step", 0))
+        step = int(checkpoints.load(f, mmap=True).get("global_step", 0))
         by_step.setdefault(step, f)
     return [by_step[s] for s in sorted(by_step)]
 
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> list[zs.ZeroShotRow]:
     reference = {k: float(v) for k, v in (kv.split("=") for kv in args.reference.split(",") if kv)}
     tasks = [t for t in args.tasks.split(",") if t]
     rows = []
-    for ckpt in checkpoints(args.paths):
+    for ckpt in checkpoint_files(args.paths):
         model, tok, step = zs.load_lm(ckpt)
         for task in tasks:
             metric, value = score(task, model, tok, task_root(args, task), args.limit)
@@ -114,4 +114,4 @@ def write(rows: list[zs.ZeroShotRow], out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -157,7 +157,7 @@ def equivalence(runs: dict[int, list[dict]], tmp: Path) -> None:
     """Largest |difference| between 1 process x 2 accumulated micro-batches and 2 processes, same global batch."""
     one = torch.tensor(runs[1][0]["losses"])
     two = torch.tensor([r["losses"] for r in runs[2]]).mean(0)
-    w1, w2 = torch.load(tmp / "gbatch_1.pt"), torch.load(tmp / "gbatch_2.pt")
+    w1, w2 = (torch.load(tmp / f"gbatch_{n}.pt", weights_only=True) for n in (1, 2))
     dw = max(float((w1[k] - w2[k]).abs().max()) for k in w1)
     print(f"gbatch: 1 proc x accumulate 2 vs 2 procs, {len(one)} steps: max |loss diff| "
           f"{float((one - two).abs().max()):.2e} (losses {float(one[0]):.4f} -> {float(one[-1]):.4f}), "

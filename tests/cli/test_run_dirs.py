@@ -1,6 +1,6 @@
 """Where train.py writes: extending a finished run continues it in its own run dir (trained, validated, tested,
 reported there, the best checkpoint ranked over all its steps); a run (train.py or eval.py) stopped by a config
-error leaves no run dir behind, and leaves an existing run's records as they were."""
+error or a refused checkpoint leaves no run dir behind, and leaves an existing run's records as they were."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import json
 
 import torch
 from cli.test_quiet_start import TINY, _run, foreign_lines
+
+from helpers import TouchPayload
 
 RUN = [*TINY, "logger=csv", "trainer.enable_progress_bar=false"]
 
@@ -53,14 +55,21 @@ def test_extending_a_finished_run_trains_tests_and_reports_in_its_run_dir(tmp_pa
     assert json.loads((run_dir / "metrics.json").read_text()) == after
 
 
-def test_a_config_error_leaves_no_run_dir(tmp_path):
+def test_a_config_error_or_a_refused_checkpoint_leaves_no_run_dir(tmp_path):
     early = _run(tmp_path, "seed=abc")  # refused by genlab's config check
     assert early.returncode == 2 and "config key 'seed' must be int" in early.stderr
     late = _run(tmp_path, *RUN, "trainer.max_steps=-3")  # refused by Lightning's Trainer, after the data is built
     assert late.returncode == 2 and "trainer: `max_steps` must be" in late.stderr
     assert "Traceback" not in late.stderr
-    evaluation = _run(tmp_path, f"ckpt_path={tmp_path / 'none.ckpt'}", script="eval.py")
-    assert evaluation.returncode == 2 and "no such file" in evaluation.stderr
+    # a checkpoint whose pickle would create a file (issue 42): refused unread by both entry points
+    evil, marker = tmp_path / "evil.ckpt", tmp_path / "pwned"
+    torch.save({"state_dict": {}, "optimizer_states": [], "hyper_parameters": TouchPayload(marker)}, evil)
+    for script, args in (("train.py", RUN), ("eval.py", [])):
+        refused = _run(tmp_path, *args, f"ckpt_path={evil}", script=script)
+        assert refused.returncode == 2, refused.stderr[-3000:]
+        assert f"ckpt_path={evil} holds" in refused.stderr and "it was not loaded, since unpickling it could run code" \
+            in refused.stderr and "Traceback" not in refused.stderr
+        assert not marker.exists()
     assert list((tmp_path / "outputs").rglob("*")) == []  # the log root may stay, empty
 
 

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from genlab import checkpoints
 from genlab.data.tokenizers.gpt_bpe import GPTTokenizer, load_gpt_tokenizer
 from genlab.errors import CheckpointError
 from genlab.models.gpt import GPTLMHeadModel
@@ -35,7 +36,7 @@ CHANCE = {"sst2": 0.5, "cola": 0.0, "race": 0.25, "story_cloze": 0.5}
 
 def load_lm(ckpt: str | Path) -> tuple[GPTLMHeadModel, GPTTokenizer, int]:
     """(model in eval mode, its tokenizer, the checkpoint's global step) from a genlab GPT pretraining ``.ckpt``."""
-    state = torch.load(ckpt, map_location="cpu", weights_only=False)
+    state = checkpoints.load(ckpt)
     record = state.get("genlab", {})
     cfg = dict(record.get("config", {}).get("model", {}))
     if cfg.pop("_target_", "").rsplit(".", 1)[-1] != "GPTLMHeadModel":

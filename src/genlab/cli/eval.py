@@ -125,9 +125,11 @@ def standard_evaluation(cfg: DictConfig, task, datamodule) -> dict[str, float]:
     warnings.filterwarnings("ignore", message=r"Be aware that when using `ckpt_path`, callbacks")
     for split in cfg.splits:
         if split == "valid":
-            out = trainer.validate(task, datamodule=datamodule, ckpt_path=cfg.ckpt_path, verbose=False)
+            out = trainer.validate(task, datamodule=datamodule, ckpt_path=cfg.ckpt_path, verbose=False,
+                                   weights_only=True)
         elif split == "test":
-            out = trainer.test(task, datamodule=datamodule, ckpt_path=cfg.ckpt_path, verbose=False)
+            out = trainer.test(task, datamodule=datamodule, ckpt_path=cfg.ckpt_path, verbose=False,
+                               weights_only=True)
         else:
             raise ConfigError(f"splits: unknown split '{split}' (use valid and/or test).")
         results.update({k: float(v) for k, v in (out[0] if out else {}).items()})

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytorch_lightning as pl
 from omegaconf import DictConfig, OmegaConf
 
+from genlab import checkpoints
 from genlab.callbacks.interrupt import TrainingInterrupted
 from genlab.callbacks.run_record import RunRecord
 from genlab.cli import build, run_dir
@@ -56,6 +57,8 @@ def train(cfg: DictConfig, on_fit: Callable[[], None] = lambda: None) -> float:
         write_run_metadata(cfg, out)
         keep_tokenizer(datamodule, out)
     ckpt = build.resolve_checkpoint(cfg.get("ckpt_path"), out)
+    if ckpt is not None and checkpoints.is_sharded(ckpt):  # Lightning's FSDP loader unpickles it unrestricted
+        checkpoints.load(ckpt, key="ckpt_path", shard_tensors=False)  # so read everything but the tensors here first
     if ckpt is not None and Path(ckpt).is_file():
         logged_step, step = check_resume_checkpoint(ckpt, cfg, task)
         for logger in trainer.loggers:
@@ -70,7 +73,7 @@ def train(cfg: DictConfig, on_fit: Callable[[], None] = lambda: None) -> float:
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
     best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
     if cfg.get("test_after_fit") and not trainer.fast_dev_run and build.has_test(datamodule):
-        results = trainer.test(task, datamodule=datamodule, ckpt_path=best or None, verbose=False)
+        results = trainer.test(task, datamodule=datamodule, ckpt_path=best or None, verbose=False, weights_only=True)
         for per_loader in results:  # one dict per test dataloader (e.g. MNLI matched + mismatched)
             metrics.update({k: float(v) for k, v in per_loader.items()})
     if trainer.is_global_zero:
@@ -105,8 +108,6 @@ def check_resume_checkpoint(path: str, cfg: DictConfig, task: pl.LightningModule
     """``ckpt_path`` is a whole training checkpoint of this model: a truncated file, a weights-only file or another
     preset's checkpoint is one message naming the file and the preset that wrote it, not a torch traceback.
     Returns the logging step and the optimiser step the checkpoint was written at."""
-    from genlab import checkpoints
-
     fix = "pass a checkpoints/*.ckpt file written by train.py for this experiment"
     ckpt = checkpoints.load(path, key="ckpt_path", fix=f"{fix}; a half-written file is never renamed into place, so "
                             "last.ckpt of the same run dir is whole.", mmap=True)
@@ -169,7 +170,7 @@ def _has_gpu() -> bool:
 def _fit(cfg: DictConfig, trainer: pl.Trainer, task: pl.LightningModule, datamodule: pl.LightningDataModule,
          ckpt: str | None) -> None:
     try:
-        trainer.fit(task, datamodule=datamodule, ckpt_path=ckpt)
+        trainer.fit(task, datamodule=datamodule, ckpt_path=ckpt, weights_only=True)  # never code from a file
     except OSError as err:
         disk = run_dir.disk_error(err)
         if disk is None:

@@ -10,7 +10,7 @@ import pytest
 from genlab.data.finetune import doc_classification as docs
 from genlab.data.finetune import glue
 from genlab.data.finetune.minis import (
-    _RestrictedUnpickler,
+    NEWSGROUP_GLOBALS,
     build_imdb_mini,
     build_sst2_mini,
     newsgroup_posts,
@@ -79,8 +79,7 @@ def test_imdb_mini_from_newsgroup_posts(tmp_path):
 def test_newsgroup_unpickler_allows_only_known_globals():
     bodies, labels, names = newsgroup_posts()
     assert names == ["alt.atheism", "sci.space"] and sorted(set(labels)) == [0, 1] and len(bodies) == 200
-    import io
+    from genlab.safe_pickle import RefusedGlobal, loads, numpy_arrays
 
-    evil = pickle.dumps(Path("x"), protocol=2)
-    with pytest.raises(DataError, match="not allowed"):
-        _RestrictedUnpickler(io.BytesIO(evil)).load()
+    with pytest.raises(RefusedGlobal, match="pathlib.*PosixPath"):
+        loads(pickle.dumps(Path("x"), protocol=2), {**numpy_arrays(), **NEWSGROUP_GLOBALS})

@@ -26,6 +26,7 @@ from genlab.data.graphs.planetoid_format import (
 )
 from genlab.errors import ConfigError, DataError
 from genlab.utils import sha256_file
+from helpers import TouchPayload
 
 REAL = Path(os.environ.get("GENLAB_SHARED", "/work/shared")) / "data" / "planetoid"
 
@@ -69,13 +70,17 @@ def test_loader_reads_latin1_python2_style_pickles():  # check 1: protocol-2 pic
     assert graph == {0: [1]} and isinstance(graph, defaultdict)
 
 
-def test_restricted_unpickler_refuses_other_classes():
-    class Evil:
-        def __reduce__(self):
-            return (os.system, ("true",))
-
-    with pytest.raises(DataError, match="not allowed"):
-        restricted_load(pickle.dumps(Evil(), protocol=2), "evil.pkl")
+def test_a_trusted_file_carrying_code_is_refused_without_running_it(tmp_path, synth):
+    """Even a file the user vouched for (its sha256 in SHA256SUMS) only builds numpy/scipy/defaultdict objects."""
+    root, _ = synth
+    for f in file_names("synth"):
+        (tmp_path / f).write_bytes((root / f).read_bytes())
+    evil, marker = tmp_path / "ind.synth.graph", tmp_path / "pwned"
+    evil.write_bytes(pickle.dumps({0: [TouchPayload(marker)]}, protocol=2))
+    (tmp_path / SUMS_FILE).write_text("".join(f"{sha256_file(tmp_path / f)}  {f}\n" for f in file_names("synth")))
+    with pytest.raises(DataError, match=r"ind\.synth\.graph refers to \S+, which a Planetoid file never holds.*fetch it again"):
+        read_raw(tmp_path, "synth")
+    assert not marker.exists()
 
 
 def test_checksum_is_verified_before_unpickling(tmp_path, synth):

@@ -18,6 +18,7 @@ from genlab.data.images.readers import (
 )
 from genlab.data.images.ssl_split import balanced_labeled_subset
 from genlab.errors import DataError
+from helpers import TouchPayload
 
 
 def test_idx_roundtrip_and_corrupt_file(tmp_path):
@@ -49,16 +50,24 @@ def test_svhn_mat_layout_and_label_10_is_zero(tmp_path):
 
 def test_cifar_pickles(tmp_path):
     rng = np.random.RandomState(0)
-    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
-        data = rng.randint(0, 256, size=(3, 3072)).astype(np.uint8)
+    for protocol, name in zip([2, 3, 4, 5, 2, 4], [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]):
+        data = rng.randint(0, 256, size=(3, 3072)).astype(np.uint8)  # the release's Python-2 pickles are protocol 2
         with open(tmp_path / name, "wb") as f:
-            pickle.dump({b"data": data, b"labels": [1, 2, 3]}, f)
+            pickle.dump({b"data": data, b"labels": [1, 2, 3]}, f, protocol=protocol)
     x, y = read_cifar10(tmp_path, "train")
     assert x.shape == (15, 3, 32, 32) and y.tolist() == [1, 2, 3] * 5
     with open(tmp_path / "test_batch", "rb") as f:
         raw = pickle.load(f)[b"data"]
     xt, _ = read_cifar10(tmp_path, "test")
     assert xt[1, 2, 0, 5] == raw[1, 2 * 1024 + 5]  # blue plane, row 0, column 5
+
+
+def test_cifar_batch_carrying_code_is_refused_without_running_it(tmp_path):
+    marker = tmp_path / "pwned"
+    (tmp_path / "test_batch").write_bytes(pickle.dumps({b"data": TouchPayload(marker), b"labels": [1]}))
+    with pytest.raises(DataError, match=r"test_batch refers to pathlib.*touch.*not unpickled.*Re-download cifar"):
+        read_cifar10(tmp_path, "test")
+    assert not marker.exists()
 
 
 def test_mnist5k_mini_is_real_mnist_in_idx(tmp_path):

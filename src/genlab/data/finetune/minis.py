@@ -14,15 +14,11 @@ RACE mini in ``genlab.data.finetune.race_mini``.
 from __future__ import annotations
 
 import copyreg
-import io
 import json
-import pickle
 import re
 import zlib
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from genlab.data.sources.tiers import DatasetSpec, package_file
 from genlab.data.text.sentences import split_sentences
@@ -68,29 +64,18 @@ class _Bunch(dict):
     """Stand-in for sklearn's Bunch (a dict subclass) while unpickling."""
 
 
-def _reconstruct():
-    core = getattr(np, "_core", None) or np.core
-    return core.multiarray._reconstruct
-
-
-class _RestrictedUnpickler(pickle.Unpickler):
-    def find_class(self, module: str, name: str):
-        allowed = {
-            ("copy_reg", "_reconstructor"): copyreg._reconstructor,
-            ("sklearn.datasets.base", "Bunch"): _Bunch,
-            ("__builtin__", "dict"): dict,
-            ("numpy.core.multiarray", "_reconstruct"): _reconstruct(),
-            ("numpy", "ndarray"): np.ndarray,
-            ("numpy", "dtype"): np.dtype,
-        }
-        if (module, name) not in allowed:
-            raise DataError(f"mini_newsgroup pickle refers to {module}.{name}, which is not allowed.")
-        return allowed[(module, name)]
+NEWSGROUP_GLOBALS = {("copy_reg", "_reconstructor"): copyreg._reconstructor, ("sklearn.datasets.base", "Bunch"): _Bunch,
+                     ("__builtin__", "dict"): dict}
 
 
 def _newsgroup_bunch() -> dict:
-    raw = zlib.decompress(package_file("gensim", *NEWSGROUP).read_bytes())
-    return _RestrictedUnpickler(io.BytesIO(raw), encoding="latin1").load()
+    from genlab.safe_pickle import RefusedGlobal, loads, numpy_arrays, refusal
+
+    path = package_file("gensim", *NEWSGROUP)
+    try:
+        return loads(zlib.decompress(path.read_bytes()), {**numpy_arrays(), **NEWSGROUP_GLOBALS}, encoding="latin1")
+    except RefusedGlobal as err:
+        raise DataError(refusal(err, path, "gensim's mini_newsgroup", "Reinstall gensim.")) from err
 
 
 def newsgroup_posts() -> tuple[list[str], list[int], list[str]]:

@@ -7,7 +7,6 @@ the handful of numpy/scipy/collections objects these files contain.
 
 from __future__ import annotations
 
-import io
 import pickle
 from collections import defaultdict
 from dataclasses import dataclass
@@ -74,43 +73,22 @@ def file_names(name: str) -> tuple[str, ...]:
 def _allowed() -> dict[tuple[str, str], object]:
     import scipy.sparse as sp
 
-    try:
-        from numpy._core.multiarray import _reconstruct
-    except ImportError:  # numpy < 2
-        from numpy.core.multiarray import _reconstruct
-    import codecs
+    from genlab.safe_pickle import numpy_arrays
 
-    table: dict[tuple[str, str], object] = {
-        ("numpy", "dtype"): np.dtype,
-        ("numpy", "ndarray"): np.ndarray,
-        ("collections", "defaultdict"): defaultdict,
-        ("__builtin__", "list"): list,
-        ("builtins", "list"): list,
-        ("_codecs", "encode"): codecs.encode,  # how Python 3 writes bytes at protocol 2
-    }
-    for mod in ("numpy.core.multiarray", "numpy._core.multiarray"):
-        table[(mod, "_reconstruct")] = _reconstruct
+    table = {**numpy_arrays(), ("collections", "defaultdict"): defaultdict, ("__builtin__", "list"): list,
+             ("builtins", "list"): list}
     for mod in ("scipy.sparse.csr", "scipy.sparse._csr"):
         table[(mod, "csr_matrix")] = sp.csr_matrix
     return table
 
 
-class _RestrictedUnpickler(pickle.Unpickler):
-    """Builds only the numpy arrays, csr matrices and adjacency dicts the Planetoid files hold."""
-
-    allowed: dict[tuple[str, str], object] = {}
-
-    def find_class(self, module: str, name: str):  # noqa: D102
-        try:
-            return self.allowed[(module, name)]
-        except KeyError:
-            raise pickle.UnpicklingError(f"{module}.{name} is not allowed in a Planetoid file") from None
-
-
 def restricted_load(data: bytes, shown_as: str) -> object:
-    _RestrictedUnpickler.allowed = _RestrictedUnpickler.allowed or _allowed()
+    from genlab.safe_pickle import RefusedGlobal, loads, refusal
+
     try:
-        return _RestrictedUnpickler(io.BytesIO(data), encoding="latin1").load()
+        return loads(data, _allowed(), encoding="latin1")
+    except RefusedGlobal as err:
+        raise DataError(refusal(err, shown_as, "a Planetoid file", "Delete it and fetch it again.")) from err
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError) as err:
         raise DataError(f"{shown_as} is not a valid Planetoid pickle ({err}); delete it and fetch it again.") from err
 

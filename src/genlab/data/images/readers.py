@@ -15,6 +15,7 @@ import numpy as np
 
 from genlab.data.sources.tiers import DatasetSpec, RemoteFile
 from genlab.errors import DataError
+from genlab.safe_pickle import RefusedGlobal, loads, numpy_arrays, refusal
 
 _IDX_DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: np.dtype(">i2"), 0x0C: np.dtype(">i4"),
                0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8")}
@@ -96,11 +97,15 @@ def read_cifar10(root: str | Path, split: str) -> tuple[np.ndarray, np.ndarray]:
     xs, ys = [], []
     for name in names:
         path = root / name
+        fix = "Re-download cifar-10-python.tar.gz."
         try:
-            with open(path, "rb") as f:
-                batch = pickle.load(f, encoding="bytes")
-        except (OSError, pickle.UnpicklingError, EOFError) as err:
-            raise DataError(f"cannot read CIFAR-10 batch {path}: {err}. Re-download cifar-10-python.tar.gz.") from err
+            batch = loads(path.read_bytes(), numpy_arrays(), encoding="bytes")  # a dict of an array, lists, bytes
+        except RefusedGlobal as err:
+            raise DataError(refusal(err, path, "a CIFAR-10 python batch", fix)) from err
+        except (OSError, pickle.UnpicklingError, EOFError, ValueError, TypeError) as err:
+            raise DataError(f"cannot read CIFAR-10 batch {path}: {err}. {fix}") from err
+        if not isinstance(batch, dict):
+            raise DataError(f"{path} holds a {type(batch).__name__}, not a CIFAR-10 python batch (a dict). {fix}")
         data = batch.get(b"data", batch.get("data"))
         labels = batch.get(b"labels", batch.get("labels"))
         if data is None or labels is None:
