@@ -50,6 +50,8 @@ BENCHMARK = "a benchmark: timings are not tests (CONTRIBUTING); run it alone and
 HELP_ONLY = {
     "experiments/perf/attention_paths.py": BENCHMARK,
     "experiments/funnel/pair_speed.py": BENCHMARK,
+    "experiments/perf/full_size.py": BENCHMARK + " (real-size models: over 12 GB for the largest presets)",
+    "experiments/perf/vs_hf.py": BENCHMARK,
     "experiments/perf/funnel_flops.py": BENCHMARK + " (its --tiny run is tests/test_funnel_flops.py)",
     "experiments/perf/gemm_rate.py": BENCHMARK,
     "experiments/perf/lm_data_load.py": BENCHMARK,
