@@ -158,6 +158,15 @@ def one_preset(preset: str, args: argparse.Namespace) -> dict:
             "compared_by": "torch.equal" if exact else "sha256"}
 
 
+def count_only(preset: str) -> int:
+    """Unique parameters of the preset's task built on the meta device (no memory, no steps)."""
+    family, vocab, _ = PRESETS[preset]
+    fam = FAMILIES[family]
+    with torch.device("meta"):
+        task = build(type(fam)(preset, preset, vocab, fam.batch, fam.kind), cpu=False, device=torch.device("cpu"))
+    return sum({id(p): p.numel() for p in task.parameters()}.values())
+
+
 # ------------------------------------------------------------------------------------------------ FSDP2
 def fsdp2_worker(preset: str, args: argparse.Namespace) -> dict:
     """One rank of the 2-process run (started by tests/launch_ranks.run_ranks' environment protocol)."""
@@ -212,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=2, help="optimiser steps before the checkpoint")
     parser.add_argument("--keep-gb", type=float, default=2.0, help="compare with torch.equal on copies up to this")
     parser.add_argument("--folder", default=tempfile.gettempdir(), help="where the checkpoints are written")
+    parser.add_argument("--count-only", action="store_true", help="parameters only (meta device): no memory, seconds")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--fsdp2-worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -224,6 +234,11 @@ def main(argv: list[str] | None = None) -> int:
             from launch_ranks import exit_rank
 
             exit_rank()
+        return 0
+    if args.count_only:
+        print("| preset | parameters | paper |\n|---|---:|---|")
+        for preset in args.presets:
+            print(f"| {preset} | {count_only(preset):,} | {PRESETS[preset][2]} |", flush=True)
         return 0
     print("| preset | parameters | paper | batch | step s | peak RSS GB | estimate GB | estimate/RSS | checkpoint GB "
           "| write s | resume |\n|---|---:|---|---|---:|---:|---:|---:|---:|---:|---|", flush=True)

@@ -82,9 +82,11 @@ def build(fam: Family, cpu: bool, device: torch.device) -> torch.nn.Module:
     cfg = compose_preset(fam.mini if cpu else fam.preset)
     vocab = CPU_VOCAB if cpu else fam.vocab
     with open_dict(cfg):
-        if fam.kind == "lm" and cfg.model.get("cutoffs"):  # adaptive softmax: cutoffs inside the vocabulary
-            cfg.model.cutoffs = [c for c in cfg.model.cutoffs if c < vocab] or [vocab // 2]
-            cfg.model.tie_projs = [False] * (len(cfg.model.cutoffs) + 1)
+        cutoffs = list(cfg.model.get("cutoffs") or [])
+        if fam.kind == "lm" and any(c >= vocab for c in cutoffs):  # a small vocabulary: cutoffs inside it
+            kept = [c for c in cutoffs if c < vocab] or [vocab // 2]
+            ties = list(cfg.model.tie_projs)[: len(kept) + 1]
+            cfg.model.cutoffs, cfg.model.tie_projs = kept, ties + [False] * (len(kept) + 1 - len(ties))
         if "max_position" in cfg.model:
             cfg.model.max_position = max(512, CPU_BATCH[1])
     torch.manual_seed(0)
