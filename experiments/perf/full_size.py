@@ -75,14 +75,15 @@ def setup(preset: str, args: argparse.Namespace):
     fam = FAMILIES[family]
     cfg = compose_preset(preset)
     length = min(args.max_len, next(int(cfg.data[k]) for k in ("tgt_len", "seq_len", "bptt") if cfg.data.get(k)))
+    batch = args.batch + args.batch % 2 if cfg.data.get("bi_data") else args.batch  # XLNet bi_data: pairs
     with open_dict(cfg):
-        cfg.data.batch_size = args.batch
+        cfg.data.batch_size = batch
         for key in ("tgt_len", "seq_len", "bptt"):
             if cfg.data.get(key):
                 cfg.data[key] = length
-    real = type(fam)(preset, preset, vocab, (args.batch, length), fam.kind)
+    real = type(fam)(preset, preset, vocab, (batch, length), fam.kind)
     task = build(real, cpu=False, device=torch.device("cpu"))
-    batches = make_batches(real, (args.batch, length), vocab, args.steps + 1)
+    batches = make_batches(real, (batch, length), vocab, args.steps + 1)
     return cfg, real, task, batches
 
 
