@@ -29,6 +29,7 @@ TINY_RUNS = {
     "experiments/mos_rank/rank.py": "test_mos_rank_of_a_trained_run",
     "experiments/mos_rank/pairwise_kl.py": "test_mos_pairwise_kl_of_a_trained_run",
     "experiments/perf/cpu_bf16.py": "test_cpu_bf16_benchmark_runs_tiny",
+    "experiments/perf/gpu_check.py": "test_gpu_check_dry_run_on_cpu",
     "experiments/mos_rank/synthetic_demo.py": "test_mos_synthetic_demo_small",
     "experiments/planetoid/baselines.py": "test_planetoid_baselines_on_the_synthetic_mini",
     "experiments/transformer_xl/recl.py": "test_txl_recl_of_a_few_step_run",
@@ -51,6 +52,8 @@ BENCHMARK = "a benchmark: timings are not tests (CONTRIBUTING); run it alone and
 HELP_ONLY = {
     "experiments/perf/attention_paths.py": BENCHMARK,
     "experiments/funnel/pair_speed.py": BENCHMARK,
+    "experiments/perf/full_size.py": BENCHMARK + " (real-size models: over 12 GB for the largest presets)",
+    "experiments/perf/vs_hf.py": BENCHMARK,
     "experiments/perf/funnel_flops.py": BENCHMARK + " (its --tiny run is tests/test_funnel_flops.py)",
     "experiments/perf/gemm_rate.py": BENCHMARK,
     "experiments/perf/lm_data_load.py": BENCHMARK,
@@ -259,6 +262,19 @@ def test_cpu_bf16_benchmark_runs_tiny():
     assert out.count("bf16/fp32 speed ratio:") == 2 and "bf16 GEMM rate" in out and "loss difference" in out
     assert "GEMM rates in this run" in out
     assert "ours/HF in bf16 autocast:" in out
+
+
+def test_gpu_check_dry_run_on_cpu():
+    """gpu_check.sh --cpu: every family's bf16 steps agree with fp32 within the check's tolerance, and the FSDP2
+    step runs; the same code as on a GPU, so the GPU check cannot rot unnoticed."""
+    proc = subprocess.run(["bash", "experiments/perf/gpu_check.sh", "--cpu"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300, env={**env(), "PYTHON": sys.executable})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    assert lines[-1] == "gpu_check: OK"
+    for family in ("txl", "xlnet", "bert", "gpt", "funnel", "awd_mos"):
+        assert any(line.startswith(family + " ") and "tokens/s" in line and "MFU" in line for line in lines), family
+    assert any(line.startswith("fsdp2 ") for line in lines)
 
 
 def test_gpt_runtimes_of_finished_runs(tmp_path):

@@ -25,7 +25,9 @@ import torch
 
 # Dense peak FLOP/s per device (no sparsity), by substring of torch.cuda.get_device_name().
 GPU_PEAK_FLOPS: dict[str, dict[str, float]] = {
+    "H100 PCIe": {"bf16": 756e12, "fp32": 51e12},  # before "H100": the first matching name wins
     "H100": {"bf16": 989e12, "fp32": 67e12},
+    "H200": {"bf16": 989e12, "fp32": 67e12},  # H100's compute, more memory
     "A100": {"bf16": 312e12, "fp32": 19.5e12},
     "A10G": {"bf16": 70e12, "fp32": 31.2e12},
     "L4": {"bf16": 121e12, "fp32": 30.3e12},

@@ -204,7 +204,7 @@ class GPTLMHeadModel(nn.Module):
         used (the dropped ones under ``embd_dropout_on_matrix`` in training); otherwise the parameters are used."""
         dropped = out is not None and out.token_rows is not None
         tokens = out.token_rows if dropped else self.output_embedding()
-        if not special_rows:
+        if not special_rows and self.n_special:  # a slice's backward zero-fills a whole [V, d] gradient: only if needed
             tokens = tokens[: self.vocab_size]
         if self.lm_softmax_includes_positions:
             positions = out.position_rows if dropped else self.transformer.positions_embed.weight

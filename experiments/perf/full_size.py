@@ -1,0 +1,272 @@
+"""Every paper preset's model at its real size: optimiser steps on the CPU, a real-size checkpoint, a bit-exact resume.
+
+Per preset, in its own process (so each peak RSS is that preset's alone), the model and task are composed from
+``conf/experiment/<preset>.yaml`` as train.py builds them, at the paper's vocabulary (what the data would give), and
+only the batch is shrunk to fit: ``--batch`` sequences (1) of the preset's length (capped by ``--max-len``). Then:
+
+- parameters (unique tensors, tied ones once) beside the paper's count;
+- ``--steps`` Adam steps (the estimator's optimiser) on synthetic batches of the preset's layout: the median
+  step time and the peak RSS after them, against ``genlab.cli.memory.estimate`` for the same config (shrunk batch);
+- a checkpoint of weights, optimiser state, RNG and the carried memory, written atomically with ``torch.save``
+  (size, write time), one more step (the continuation), then the checkpoint loaded back (``weights_only``, memory
+  mapped, copied in place so the resume needs no second copy of the state) and the same step again: every weight
+  and optimiser tensor must equal the continuation's (``torch.equal`` on kept copies; where copies would not fit,
+  ``--keep-gb``, SHA-256 of the raw bytes, which is stricter);
+- ``--fsdp2 PRESET ...``: the preset also through Lightning's 2-process FSDP2 (``genlab.parallel.FSDP2Strategy``,
+  gloo) with the task's own optimiser for ``--steps`` steps: step time, per-process peak RSS and parameter share.
+
+Run it alone, under the machine-wide lock: the largest presets need over 12 GB.
+
+    flock /tmp/genlab-heavy.lock taskset -c 0 python experiments/perf/full_size.py
+    python experiments/perf/full_size.py --presets txl_wt103_base bert_base --fsdp2 txl_wt103_base bert_base
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import torch
+from omegaconf import open_dict
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_check import FAMILIES, Stepper, build, compose_preset, make_batches  # noqa: E402
+
+# preset -> (family in gpu_check, vocabulary the data gives, the paper's parameter count as printed there)
+PRESETS = {
+    "txl_ptb": ("txl", 10_000, "24M (TXL Table 5)"),
+    "txl_enwik8_base": ("txl", 204, "41M (TXL Table 2)"),
+    "txl_wt103_base": ("txl", 267_735, "151M (TXL Table 1)"),
+    "txl_wt103_large": ("txl", 267_735, "257M (TXL Table 1; 18 layers as released)"),
+    "txl_enwik8_large": ("txl", 204, "277M (TXL Table 2)"),
+    "txl_text8_large": ("txl", 204, "277M (TXL Table 3)"),
+    "txl_lm1b_base": ("txl", 793_471, "0.46B (TXL Table 4)"),
+    "txl_lm1b_large": ("txl", 793_471, "0.8B (TXL Table 4)"),
+    "xlnet_base": ("xlnet", 32_000, "= BERT-Base (XLNet §3.1)"),
+    "xlnet_large": ("xlnet", 32_000, "= BERT-Large (XLNet §3.1)"),
+    "bert_base": ("bert", 30_522, "110M (BERT §3)"),
+    "bert_large": ("bert", 30_522, "340M (BERT §3)"),
+    "gpt_books": ("gpt", 40_478, "not stated (GPT-1 §4.1: 12 x 768)"),
+    "funnel_b6_6_6_mlm": ("funnel", 30_522, "1.39x L12 (Funnel Table 5.1)"),
+    "funnel_large_b8_8_8_electra": ("funnel", 30_522, "large scale (Funnel §5.3)"),
+    "mos_ptb": ("awd_mos", 10_000, "22M (MoS Table 1)"),
+    "mos_wt2": ("awd_mos", 33_278, "35M (MoS Table 2)"),
+}
+GB = 1024**3
+
+
+def peak_rss_gb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
+
+
+def setup(preset: str, args: argparse.Namespace):
+    """(composed config with the shrunk batch, task, batches, tokens per sequence)."""
+    family, vocab, _ = PRESETS[preset]
+    fam = FAMILIES[family]
+    cfg = compose_preset(preset)
+    length = min(args.max_len, next(int(cfg.data[k]) for k in ("tgt_len", "seq_len", "bptt") if cfg.data.get(k)))
+    batch = args.batch + args.batch % 2 if cfg.data.get("bi_data") else args.batch  # XLNet bi_data: pairs
+    with open_dict(cfg):
+        cfg.data.batch_size = batch
+        for key in ("tgt_len", "seq_len", "bptt"):
+            if cfg.data.get(key):
+                cfg.data[key] = length
+    real = type(fam)(preset, preset, vocab, (batch, length), fam.kind)
+    task = build(real, cpu=False, device=torch.device("cpu"))
+    batches = make_batches(real, (batch, length), vocab, args.steps + 1)
+    return cfg, real, task, batches
+
+
+def state_tensors(task: torch.nn.Module, opt: torch.optim.Optimizer) -> dict[str, torch.Tensor]:
+    out = {f"model.{k}": v for k, v in task.state_dict().items()}
+    for i, p in enumerate(opt.param_groups[0]["params"]):
+        for k, v in opt.state[p].items():
+            out[f"optim.{i}.{k}"] = v
+    return out
+
+
+def digest(t: torch.Tensor) -> str:
+    return hashlib.sha256(t.detach().contiguous().view(torch.uint8).numpy().data).hexdigest()
+
+
+def carried(task, stepper) -> dict:
+    """The memory a step hands to the next (Transformer-XL/XLNet tasks, the AWD-LSTM's hidden state)."""
+    return {"task": getattr(task, "_train_memory", None), "stepper": stepper.memory}
+
+
+def one_preset(preset: str, args: argparse.Namespace) -> dict:
+    cfg, fam, task, batches = setup(preset, args)
+    from genlab.cli.memory import estimate
+
+    params = sum({id(p): p.numel() for p in task.parameters()}.values())
+    est = estimate(cfg, task).total_bytes / GB
+    stepper = Stepper(task, fam.kind, torch.device("cpu"), bf16=False)
+    stepper.opt = torch.optim.Adam([p for p in task.parameters() if p.requires_grad], lr=1e-4, fused=True)
+    times = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i in range(args.steps):
+            t0 = time.perf_counter()
+            stepper.step(batches[i], i)
+            times.append(time.perf_counter() - t0)
+    rss = peak_rss_gb()
+
+    folder = Path(args.folder)
+    path, tmp = folder / f"{preset}.ckpt", folder / f"{preset}.ckpt.tmp"
+    t0 = time.perf_counter()
+    torch.save({"state": state_tensors(task, stepper.opt), "rng": torch.get_rng_state(),
+                "carried": carried(task, stepper)}, tmp)
+    os.replace(tmp, path)  # atomic: a reader sees the old file or the whole new one
+    write_s, size = time.perf_counter() - t0, path.stat().st_size
+
+    last = batches[args.steps]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        stepper.step(last, args.steps)  # the continuation
+    live = state_tensors(task, stepper.opt)
+    state_gb = sum(t.numel() * t.element_size() for t in live.values()) / GB
+    exact = state_gb <= args.keep_gb
+    continued = {k: (v.clone() if exact else digest(v)) for k, v in live.items()}
+
+    saved = torch.load(path, weights_only=True, mmap=True)
+    with torch.no_grad():  # in place: the resumed state lands in the same tensors, no second copy in memory
+        for key, value in state_tensors(task, stepper.opt).items():
+            value.copy_(saved["state"][key])
+    torch.set_rng_state(saved["rng"])
+    if saved["carried"]["task"] is not None:
+        task._train_memory = saved["carried"]["task"]
+    stepper.memory = saved["carried"]["stepper"]
+    del saved
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        stepper.step(last, args.steps)  # the resumed step
+    resumed = state_tensors(task, stepper.opt)
+    same = [k for k, v in resumed.items() if (torch.equal(v, continued[k]) if exact else digest(v) == continued[k])]
+    path.unlink()
+    return {"preset": preset, "params": params, "paper": PRESETS[preset][2], "batch": list(fam.batch),
+            "step_s": statistics.median(times), "peak_rss_gb": rss, "estimate_gb": est, "ckpt_gb": size / GB,
+            "write_s": write_s, "resume_exact": len(same) == len(resumed), "tensors": len(resumed),
+            "compared_by": "torch.equal" if exact else "sha256"}
+
+
+def count_only(preset: str) -> int:
+    """Unique parameters of the preset's task built on the meta device (no memory, no steps)."""
+    family, vocab, _ = PRESETS[preset]
+    fam = FAMILIES[family]
+    with torch.device("meta"):
+        task = build(type(fam)(preset, preset, vocab, fam.batch, fam.kind), cpu=False, device=torch.device("cpu"))
+    return sum({id(p): p.numel() for p in task.parameters()}.values())
+
+
+# ------------------------------------------------------------------------------------------------ FSDP2
+def fsdp2_worker(preset: str, args: argparse.Namespace) -> dict:
+    """One rank of the 2-process run (started by tests/launch_ranks.run_ranks' environment protocol)."""
+    import pytorch_lightning as pl
+
+    from genlab.parallel import FSDP2Strategy
+
+    _, fam, task, batches = setup(preset, args)
+    times: list[float] = []
+
+    class Clock(pl.Callback):
+        def on_train_batch_start(self, *a) -> None:
+            self.t0 = time.perf_counter()
+
+        def on_train_batch_end(self, *a) -> None:
+            times.append(time.perf_counter() - self.t0)
+
+    trainer = pl.Trainer(accelerator="cpu", devices=2, strategy=FSDP2Strategy(), max_steps=args.steps, logger=False,
+                         enable_checkpointing=False, callbacks=[Clock()], enable_progress_bar=False,
+                         enable_model_summary=False, use_distributed_sampler=False, num_sanity_val_steps=0,
+                         limit_val_batches=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer.fit(task, train_dataloaders=torch.utils.data.DataLoader(batches[:args.steps], batch_size=None))
+    local = sum(p.to_local().numel() if hasattr(p, "to_local") else p.numel() for p in task.parameters())
+    return {"preset": preset, "rank": trainer.global_rank, "step_s": statistics.median(times[1:] or times),
+            "peak_rss_gb": peak_rss_gb(), "local_params": local, "loss": float(trainer.callback_metrics.get(
+                "train/loss", float("nan")))}
+
+
+def launch_fsdp2(preset: str, args: argparse.Namespace) -> list[dict]:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
+    from launch_ranks import run_ranks
+
+    logs = run_ranks(__file__, [*passthrough(args), "--fsdp2-worker", preset], world=2, timeout=3600)
+    return [json.loads(line.removeprefix("RESULT ")) for log in logs for line in log.splitlines()
+            if line.startswith("RESULT ")]
+
+
+# ------------------------------------------------------------------------------------------------ driver
+def passthrough(args: argparse.Namespace) -> list[str]:
+    return [f"--batch={args.batch}", f"--max-len={args.max_len}", f"--steps={args.steps}",
+            f"--keep-gb={args.keep_gb}", f"--folder={args.folder}"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--presets", nargs="+", choices=list(PRESETS), default=list(PRESETS))
+    parser.add_argument("--fsdp2", nargs="*", choices=list(PRESETS), default=["txl_wt103_base", "bert_base"])
+    parser.add_argument("--batch", type=int, default=1, help="sequences per step (shrunk to fit one CPU box)")
+    parser.add_argument("--max-len", type=int, default=512, help="cap on the preset's sequence length")
+    parser.add_argument("--steps", type=int, default=2, help="optimiser steps before the checkpoint")
+    parser.add_argument("--keep-gb", type=float, default=2.0, help="compare with torch.equal on copies up to this")
+    parser.add_argument("--folder", default=tempfile.gettempdir(), help="where the checkpoints are written")
+    parser.add_argument("--count-only", action="store_true", help="parameters only (meta device): no memory, seconds")
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    parser.add_argument("--fsdp2-worker", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    if args.one or args.fsdp2_worker:
+        result = one_preset(args.one, args) if args.one else fsdp2_worker(args.fsdp2_worker, args)
+        print("RESULT " + json.dumps(result), flush=True)
+        if args.fsdp2_worker:
+            sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
+            from launch_ranks import exit_rank
+
+            exit_rank()
+        return 0
+    if args.count_only:
+        print("| preset | parameters | paper |\n|---|---:|---|")
+        for preset in args.presets:
+            print(f"| {preset} | {count_only(preset):,} | {PRESETS[preset][2]} |", flush=True)
+        return 0
+    print("| preset | parameters | paper | batch | step s | peak RSS GB | estimate GB | estimate/RSS | checkpoint GB "
+          "| write s | resume |\n|---|---:|---|---|---:|---:|---:|---:|---:|---:|---|", flush=True)
+    failed = []
+    for preset in args.presets:
+        proc = subprocess.run([sys.executable, __file__, *passthrough(args), "--one", preset], capture_output=True,
+                              text=True)
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+        if proc.returncode or not lines:
+            failed.append(preset)
+            print(f"| {preset} | failed (exit {proc.returncode}): {(proc.stderr or proc.stdout)[-600:]!r} |", flush=True)
+            continue
+        r = json.loads(lines[0].removeprefix("RESULT "))
+        resume = f"{'bit-exact' if r['resume_exact'] else 'DIFFERS'} ({r['tensors']} tensors, {r['compared_by']})"
+        failed += [] if r["resume_exact"] else [preset]
+        print(f"| {preset} | {r['params']:,} | {r['paper']} | {r['batch'][0]}x{r['batch'][1]} | {r['step_s']:.2f} | "
+              f"{r['peak_rss_gb']:.2f} | {r['estimate_gb']:.2f} | {r['estimate_gb'] / r['peak_rss_gb']:.2f} | "
+              f"{r['ckpt_gb']:.2f} | {r['write_s']:.1f} | {resume} |", flush=True)
+    for preset in args.fsdp2:
+        ranks = sorted(launch_fsdp2(preset, args), key=lambda r: r["rank"])
+        print(f"fsdp2 x2 {preset}: " + "; ".join(
+            f"rank {r['rank']}: step {r['step_s']:.2f} s, peak RSS {r['peak_rss_gb']:.2f} GB, "
+            f"{r['local_params']:,} parameters held, loss {r['loss']:.4f}" for r in ranks), flush=True)
+    if failed:
+        print("failed: " + ", ".join(failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
