@@ -1,4 +1,5 @@
-"""Every experiment preset composes and validates; every `_mini` twin trains one batch offline."""
+"""Every experiment preset composes and validates; every `_mini` twin (and every `_midi`, a CPU-trainable size between
+the mini and the paper preset) trains one batch offline."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ from genlab.cli.validate import validate_config
 
 CONF = Path(__file__).resolve().parents[1] / "conf" / "experiment"
 EXPERIMENTS = sorted(p.stem for p in CONF.glob("*.yaml"))
-MINIS = [name for name in EXPERIMENTS if name.endswith("_mini")]
+TWIN_SUFFIXES = ("_mini", "_midi")
+MINIS = [name for name in EXPERIMENTS if name.endswith(TWIN_SUFFIXES)]
 
 
 def test_every_paper_preset_has_a_mini_twin():
-    papers = [n for n in EXPERIMENTS if not n.endswith("_mini")]
+    papers = [n for n in EXPERIMENTS if not n.endswith(TWIN_SUFFIXES)]
     assert [n for n in papers if f"{n}_mini" not in EXPERIMENTS] == []
 
 

@@ -6,14 +6,17 @@ change, and say which presets it changes and why in the commit message)."""
 from __future__ import annotations
 
 import pytest
+import torch
 import yaml
+from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from presets_snapshot import EXPERIMENT_DIR, composed_preset, differences, flatten, load_fixture, preset_names
 
 BASE_DIR = EXPERIMENT_DIR / "base"
 NAMES = preset_names()
-MINIS_WITH_PAPER = [n for n in NAMES if n.endswith("_mini") and n.removesuffix("_mini") in NAMES]
+TWIN_SUFFIXES = ("_mini", "_midi")  # CPU twins of a paper preset: the mini (minutes) and the midi (a claim's size)
+MINIS_WITH_PAPER = [n for n in NAMES if n.endswith(TWIN_SUFFIXES) and n[:-5] in NAMES]
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +58,18 @@ def test_preset_composes_as_recorded(name, fixture_configs):
 
 @pytest.mark.parametrize("name", MINIS_WITH_PAPER)
 def test_mini_includes_its_paper_preset(name):
-    assert name.removesuffix("_mini") in included_presets(EXPERIMENT_DIR / f"{name}.yaml")
+    assert name[:-5] in included_presets(EXPERIMENT_DIR / f"{name}.yaml")
+
+
+def test_mos_midi_and_its_softmax_twin_have_equal_size(compose_cfg):
+    """The softmax-bottleneck comparison holds the parameter count fixed (MoS seed Table A.5: MoS trades d for K)."""
+    def size(name):
+        with torch.device("meta"):
+            model = instantiate(compose_cfg([f"experiment={name}"]).model, vocab_size=5000)  # the PTB-format mini
+        return sum(p.numel() for p in model.parameters()), model.emsize
+
+    (mos, d_mos), (softmax, d_softmax) = size("mos_ptb_midi"), size("mos_ptb_softmax_moshp_midi")
+    assert d_mos < d_softmax and abs(mos - softmax) / softmax < 0.005
 
 
 def test_every_base_preset_is_used_and_is_not_runnable():
