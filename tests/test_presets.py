@@ -93,3 +93,23 @@ def test_command_line_overrides_win_over_an_inherited_mini(compose_cfg):
     assert plain["model.n_layer"] != 6 and plain["trainer.max_steps"] != 7
     assert {k: v for k, v in overridden.items() if plain.get(k) != v} == {"model.n_layer": 6, "trainer.max_steps": 7}
     assert plain["data.source"] == "mini" and plain["task.init_from"] is None
+
+
+STREAMING_DATA = ("PretrainDataModule", "GPTPretrainDataModule", "LMDataModule", "BPTTDataModule")
+
+
+def test_pretraining_presets_load_ahead_of_the_gpu_and_minis_in_process(fixture_configs):
+    """Paper presets of the pretraining / LM families load in background workers with pinned, persistent loaders;
+    their minis stay single-process (the recorded compositions, so this costs no composing)."""
+    checked = 0
+    for name, cfg in fixture_configs.items():
+        data = cfg.get("data") or {}
+        if not str(data.get("_target_", "")).endswith(STREAMING_DATA) or not name.startswith(
+                ("xlnet_", "bert_", "gpt_", "funnel_", "txl_", "mos_")):
+            continue
+        checked += 1
+        if "mini" in name:
+            assert data.get("num_workers", 0) == 0, name  # the data module default is 0
+        else:
+            assert data["num_workers"] >= 1 and data["pin_memory"] and data["persistent_workers"], name
+    assert checked > 100

@@ -245,6 +245,34 @@ def test_plm_with_nsp_head_trains(mini_cache):
     assert task.nsp_head.logits_proj.weight.grad.abs().sum() > 0
 
 
+@pytest.mark.parametrize("mem_len", [0, 48])
+def test_loader_batches_give_the_losses_of_host_built_masks(mini_cache, mem_len):
+    """PLM and DAE batches carry integers; the masks the task builds from them give the same losses, step after step
+    with memory, as the dense masks of the former host construction (per-half local_perm, two_half_perm_mask)."""
+    from genlab.data.pretrain.permutation import local_perm, prediction_slots, two_half_perm_mask
+
+    for objective, task_cls in (("plm", PermutationLMTask), ("dae", DAETask)):
+        dm = _datamodule(objective, mini_cache)
+        batches, tasks = dm.batches("train"), []
+        for _ in range(2):
+            torch.manual_seed(0)
+            model = XLNetLMHeadModel(dm.model_overrides()["vocab_size"], n_layer=1, d_model=32, n_head=2, d_head=16,
+                                     d_inner=64, dropout=0.0, dropatt=0.0, mem_len=mem_len, bi_data=True)
+            tasks.append(task_cls(model, _opt(), reuse_len=32))
+        for step in (0, 1):
+            b = batches[(0, step)]
+            ids, n = b["input_ids"], len(b["input_ids"])
+            if objective == "plm":
+                halves = [local_perm(ids[:, sl], b["is_target"][:, sl], b["ranks"][:, sl])
+                          for sl in (slice(0, 32), slice(32, 64))]
+                host = {"perm_mask": two_half_perm_mask(halves[0].perm_mask, halves[1].perm_mask),
+                        "target_mapping": prediction_slots(ids, b["is_target"], 10).target_mapping}
+            else:
+                host = {"perm_mask": two_half_perm_mask(torch.zeros(n, 32, 32), torch.zeros(n, 32, 32))}
+            dense, packed = tasks[0]._objective({**b, **host}, train=False), tasks[1]._objective(b, train=False)
+            assert torch.equal(dense[0], packed[0]) and dense[1] == packed[1], (objective, step)
+
+
 def test_resume_mid_pass_equals_an_uninterrupted_run(tmp_path):
     """Checkpoint at step 3 of 6 holds weights, optimiser, schedule, XLNet memory and the (pass, step) position."""
     from pytorch_lightning.callbacks import ModelCheckpoint

@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from genlab.data.pretrain.permutation import plm_dense_inputs, reuse_half_mask
 from genlab.errors import ConfigError
 from genlab.models.heads import SequenceSummary
 from genlab.tasks.layerwise_lr import check_mode, layer_decay_groups
@@ -120,6 +121,8 @@ class PermutationLMTask(_MemoryMixin, _PretrainTask):
         self.nsp_head = SequenceSummary(model.transformer.d_model, 2) if nsp_weight > 0 else None
 
     def _objective(self, batch: dict, train: bool) -> tuple[torch.Tensor, float]:
+        if "perm_mask" not in batch:  # a loader batch: its dense masks are built here, on the model's device
+            batch = {**batch, **plm_dense_inputs(batch)}
         ids = batch["input_ids"]
         memory = self._memory(batch, train)
         out = self.model(ids, batch["token_type_ids"], None, batch["perm_mask"], batch["target_mapping"], memory,
@@ -161,8 +164,10 @@ class DAETask(_MemoryMixin, _PretrainTask):
     def _objective(self, batch: dict, train: bool) -> tuple[torch.Tensor, float]:
         ids = batch["input_ids"]
         memory = self._memory(batch, train)
-        out = self.model.hidden_states(ids, batch["token_type_ids"], None, batch["perm_mask"], None, memory,
-                                       self.reuse_len)
+        perm_mask = batch.get("perm_mask")
+        if perm_mask is None:  # a loader batch: the reuse/non-reuse block, built on the model's device
+            perm_mask = reuse_half_mask(ids.shape[1], int(batch["reuse_len"]), ids.device).expand(len(ids), -1, -1)
+        out = self.model.hidden_states(ids, batch["token_type_ids"], None, perm_mask, None, memory, self.reuse_len)
         self._keep(batch, train, out.memory)
         sel = batch["labels"] != -100
         logits = self.model.lm_logits(out.output[sel])  # only the selected positions go through the softmax

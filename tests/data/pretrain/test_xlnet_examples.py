@@ -7,7 +7,14 @@ import torch
 from genlab.data.pretrain.corpus import TokenStream
 from genlab.data.pretrain.datamodule import PretrainBatches
 from genlab.data.pretrain.mlm_examples import MaskingConfig
-from genlab.data.pretrain.permutation import content_mask
+from genlab.data.pretrain.permutation import (
+    content_mask,
+    local_perm,
+    plm_dense_inputs,
+    prediction_slots,
+    sample_ranks,
+    two_half_perm_mask,
+)
 from genlab.data.pretrain.xlnet_examples import (
     CLS_ID,
     SEP_ID,
@@ -15,6 +22,8 @@ from genlab.data.pretrain.xlnet_examples import (
     XLNetDataConfig,
     build_segments,
     example_rng,
+    sample_example_targets,
+    sample_spans,
     sample_targets,
     split_a_and_b,
     steps_per_pass,
@@ -52,37 +61,35 @@ def test_word_start_table_rules():
 
 def test_c15_exact_counts_contiguous_spans_at_word_starts():
     cfg = SpanConfig()
-    lengths_ok = True
-    for seed in range(40):
-        ids = _ids(256, seed)
-        for goal in (43, 42):
-            drawn = []
-            mask = sample_targets(ids, WORD_START, goal, np.random.default_rng(seed), cfg, drawn=drawn)
-            assert mask.sum() == goal
-    # replay the span phase with the same generator: every kept span is in the mask and obeys the rules
-    for seed in range(60):
-        ids = _ids(256, seed)
-        rng = np.random.default_rng(seed)
-        ref_rng = np.random.default_rng(seed)
-        mask = sample_targets(ids, WORD_START, 43, rng, cfg)
-        spans = _span_phase(ids, 43, ref_rng, cfg)
+    ids = np.stack([_ids(256, seed) for seed in range(40)])
+    for goal in (43, 42):
+        mask = sample_targets(ids, WORD_START, goal, np.random.default_rng(goal), cfg)
+        assert (mask.sum(1) == goal).all()
+    # the batched span phase equals the one-row walk below fed the same draws, row by row
+    rng = np.random.default_rng(1)
+    lengths = rng.choice(np.arange(1, 6), size=(len(ids), 43), p=cfg.length_probs())
+    offsets = rng.random((len(ids), 43))
+    mask, count, used = sample_spans(WORD_START[ids], 43, lengths, offsets, cfg)
+    for row in range(len(ids)):
+        spans, n_used = _span_phase(ids[row], 43, lengths[row], offsets[row], cfg)
+        want = np.zeros(256, dtype=bool)
         for beg, end in spans:
-            assert mask[beg:end].all()
-            assert 1 <= end - beg <= 5 and WORD_START[ids[beg]]
-            assert end < len(ids)  # never reaches the last piece the sampler sees
-            lengths_ok &= end - beg <= 5
-    assert lengths_ok
+            want[beg:end] = True
+            assert 1 <= end - beg <= 5 and WORD_START[ids[row, beg]] and end < 256
+        np.testing.assert_array_equal(mask[row], want)
+        assert count[row] == want.sum() and used[row].sum() == n_used and used[row, :n_used].all()
 
 
-def _span_phase(ids, goal, rng, cfg):
-    """Independent transcription of the spec §3.4 walk (pieces unit), returning the spans it keeps."""
+def _span_phase(ids, goal, lengths, offsets, cfg):
+    """Independent one-row transcription of the official walk (pieces unit) on given draws: span k has length
+    lengths[k] (capped), left = floor(offsets[k] * ctx). Returns the kept spans and the number of draws used."""
     starts = WORD_START[ids]
-    n_len, cur, count, spans = len(ids), 0, 0, []
-    probs = cfg.length_probs()
+    n_len, cur, count, spans, k = len(ids), 0, 0, [], 0
     while cur < n_len and count < goal:
-        n = min(int(rng.choice(np.arange(1, 6), p=probs)), goal - count)
+        n = min(int(lengths[k]), goal - count)
         ctx = n * cfg.alpha // cfg.beta
-        left = int(rng.integers(ctx))
+        left = int(offsets[k] * ctx)
+        k += 1
         beg = cur + left
         while beg < n_len and not starts[beg]:
             beg += 1
@@ -91,48 +98,74 @@ def _span_phase(ids, goal, rng, cfg):
         spans.append((beg, beg + n))
         count += n
         cur = beg + n + ctx - left
-    return spans
+    return spans, k
 
 
 def test_c15_length_distribution_before_the_cap():
     drawn = []
-    for seed in range(400):
-        sample_targets(_ids(256, seed), WORD_START, 43, np.random.default_rng(seed), SpanConfig(), drawn=drawn)
+    ids = np.stack([_ids(256, seed) for seed in range(400)])
+    sample_targets(ids, WORD_START, 43, np.random.default_rng(0), SpanConfig(), drawn=drawn)
     freq = np.bincount(drawn, minlength=6)[1:] / len(drawn)
     expected = (1 / np.arange(1, 6)) / (1 / np.arange(1, 6)).sum()
     assert len(drawn) > 6000
     np.testing.assert_allclose(freq, expected, atol=0.02)
 
 
+def test_c15_span_statistics_match_the_sequential_sampler():
+    """Same distribution as the former one-row sampler (a fresh generator call per draw): mean targets from spans,
+    spans per half and span length agree within sampling error over 400 halves of 256 pieces."""
+    cfg, goal = SpanConfig(), 43
+    ids = np.stack([_ids(256, seed) for seed in range(400)])
+    mask, count, used = sample_spans(WORD_START[ids], goal, *_draws(np.random.default_rng(0), len(ids), goal, cfg),
+                                     cfg)
+    rng = np.random.default_rng(1)
+    ref = [_span_phase(row, goal, *[d[0] for d in _draws(rng, 1, goal, cfg)], cfg)[0] for row in ids]
+    new_spans = [_spans(m) for m in mask]
+    for stat in (lambda spans: sum(e - b for b, e in spans), len):
+        new, old = np.array([stat(s) for s in new_spans]), np.array([stat(s) for s in ref])
+        assert abs(new.mean() - old.mean()) < 4 * np.sqrt((new.var() + old.var()) / len(ids)), stat
+    np.testing.assert_array_equal(count, mask.sum(1))
+
+
+def _draws(rng, n_rows, goal, cfg):
+    return rng.choice(np.arange(1, cfg.max_len + 1), size=(n_rows, goal), p=cfg.length_probs()), \
+        rng.random((n_rows, goal))
+
+
 def test_c15_reverse_is_mirror_of_forward_on_flipped_sequence():
-    ids = _ids(128, 3)
+    ids = np.stack([_ids(128, 3), _ids(128, 4)])
     fwd = sample_targets(ids, WORD_START, 21, np.random.default_rng(5), SpanConfig())
-    bwd = sample_targets(ids[::-1].copy(), WORD_START, 21, np.random.default_rng(5), SpanConfig(), reverse=True)
-    np.testing.assert_array_equal(bwd, fwd[::-1])
+    bwd = sample_targets(ids[:, ::-1], WORD_START, 21, np.random.default_rng(5), SpanConfig(), reverse=True)
+    np.testing.assert_array_equal(bwd, fwd[:, ::-1])
+    mixed = sample_targets(np.stack([ids[0], ids[1, ::-1]]), WORD_START, 21, np.random.default_rng(5), SpanConfig(),
+                           reverse=np.array([False, True]))
+    np.testing.assert_array_equal(mixed, np.stack([fwd[0], fwd[1, ::-1]]))
 
 
 def test_c15_spans_disabled_gives_isolated_random_positions():
-    ids = _ids(256, 1)
-    runs = []
-    for seed in range(50):
-        mask = sample_targets(ids, WORD_START, 43, np.random.default_rng(seed), SpanConfig(enabled=False))
-        assert mask.sum() == 43
-        runs += [e - b for b, e in _spans(mask)]
+    ids = np.repeat(_ids(256, 1)[None], 50, axis=0)
+    mask = sample_targets(ids, WORD_START, 43, np.random.default_rng(0), SpanConfig(enabled=False))
+    assert (mask.sum(1) == 43).all()
+    runs = [e - b for m in mask for b, e in _spans(m)]
     # uniform random positions: runs of >= 2 only by chance (far fewer than with spans)
     assert np.mean(np.array(runs) == 1) > 0.7
+    # every free position equally likely: each position's share of 2000 draws is near 43/256
+    share = sample_targets(np.repeat(ids[:1], 2000, axis=0), WORD_START, 43, np.random.default_rng(1),
+                           SpanConfig(enabled=False)).mean(0)
+    assert np.abs(share - 43 / 256).max() < 0.045
 
 
 def test_word_unit_covers_whole_words():
-    ids = _ids(256, 2, start_share=0.3)
-    rng = np.random.default_rng(0)
-    spans = []
-    mask = sample_targets(ids, WORD_START, 43, rng, SpanConfig(unit="word"))
-    assert mask.sum() == 43
-    # every span that starts at a word start and is followed by a word start is made of whole words
-    for beg, end in _spans(mask):
-        if WORD_START[ids[beg]] and end < len(ids) and end - beg > 1:
-            spans.append((beg, end))
-    assert spans and sum(WORD_START[ids[e]] for _, e in spans) >= len(spans) // 2
+    ids = np.stack([_ids(256, 2, start_share=0.3), _ids(256, 3, start_share=0.3)])
+    mask = sample_targets(ids, WORD_START, 43, np.random.default_rng(0), SpanConfig(unit="word"))
+    assert (mask.sum(1) == 43).all()
+    cfg = SpanConfig(unit="word")
+    lengths, offsets = _draws(np.random.default_rng(0), len(ids), 43, cfg)
+    spans, _, _ = sample_spans(WORD_START[ids], 43, lengths, offsets, cfg)
+    for row, m in zip(ids, spans):  # every span of the span phase is whole words: it starts and ends at a word start
+        assert _spans(m)
+        for beg, end in _spans(m):
+            assert WORD_START[row[beg]] and WORD_START[row[end]]
 
 
 def _stream(n_tokens, seed=0, sentence=7):
@@ -199,6 +232,8 @@ def test_plm_batch_targets_masks_and_slots():
     cfg = XLNetDataConfig(seq_len=64, reuse_len=32, perm_size=32, num_predict=10)
     data = PretrainBatches(TokenStream(tok, sid), "plm", 4, cfg, MaskingConfig(), WORD_START, V, seed=0)
     b = data[(0, 2)]
+    assert all(not torch.is_floating_point(v) or v.dim() < 3 for v in b.values() if torch.is_tensor(v))  # no [B,T,T]
+    b = {**b, **plm_dense_inputs(b)}
     assert b["input_ids"].shape == (4, 64) and b["perm_mask"].shape == (4, 64, 64)
     assert b["target_mapping"].shape == (4, 10, 64)
     # targets never SEP/CLS; real slots map to their target ids in ascending position order
@@ -217,9 +252,43 @@ def test_plm_batch_targets_masks_and_slots():
     assert not (ids == 6).any()
     # rebuilding the same (pass, step) gives the same batch; another pass gives other permutations
     again = data[(0, 2)]
-    torch.testing.assert_close(again["perm_mask"], b["perm_mask"])
+    torch.testing.assert_close(again["ranks"], b["ranks"])
     other = data[(1, 2)]
-    assert not torch.equal(other["perm_mask"], b["perm_mask"])
+    assert not torch.equal(other["ranks"], b["ranks"])
+
+
+@pytest.mark.parametrize(("seq_len", "reuse_len", "perm_size", "num_predict", "bi_data", "span"), [
+    (64, 32, 32, 10, True, {}),  # K = 6
+    (64, 16, 16, 21, False, {"max_len": 1}),  # unequal halves, K = 3, single-piece spans
+    (64, 48, 8, 9, True, {"max_len": 3, "len_dist": "uniform", "unit": "word"}),  # K = 7, chunked permutation
+    (32, 16, 16, 5, True, {"enabled": False}),  # no spans
+])
+def test_device_masks_equal_the_host_construction(seq_len, reuse_len, perm_size, num_predict, bi_data, span):
+    """perm_mask and target_mapping built from the shipped integers equal the former host construction (per-half
+    local_perm on the sampled is_masked + two_half_perm_mask, prediction_slots) on the same draws."""
+    from genlab.data.pretrain.datamodule import PERMUTATION, TARGETS
+
+    tok, sid = _stream(6000)
+    cfg = XLNetDataConfig(seq_len, reuse_len, perm_size, num_predict, bi_data, span=SpanConfig(**span))
+    data = PretrainBatches(TokenStream(tok, sid), "plm", 4, cfg, MaskingConfig(), WORD_START, V, seed=3)
+    for item in ((0, 0), (2, 5)):
+        b = data[item]
+        ids = b["input_ids"]
+        is_masked = torch.from_numpy(sample_example_targets(ids.numpy(), data.reverse, cfg, WORD_START,
+                                                            data._rng(*item, 0, TARGETS)))
+        gen = torch.Generator().manual_seed(int(data._rng(*item, 0, PERMUTATION).integers(2**62)))
+        halves = []
+        for sl in (slice(0, reuse_len), slice(reuse_len, seq_len)):
+            n = sl.stop - sl.start
+            halves.append(local_perm(ids[:, sl], is_masked[:, sl], sample_ranks(n, min(perm_size, n), (4,), gen)))
+        is_target = torch.cat([h.is_target for h in halves], dim=1)
+        slots = prediction_slots(ids, is_target, num_predict)
+        dense = plm_dense_inputs(b)
+        assert torch.equal(dense["perm_mask"], two_half_perm_mask(halves[0].perm_mask, halves[1].perm_mask))
+        assert torch.equal(dense["target_mapping"], slots.target_mapping)
+        assert torch.equal(b["is_target"], is_target) and torch.equal(b["target"], slots.target)
+        assert torch.equal(b["target_mask"], slots.target_mask)
+        assert torch.equal(b["ranks"], torch.cat([h.ranks for h in halves], dim=1))
 
 
 def test_offline_per_pass_repeats_targets_modulo_num_passes():
@@ -228,7 +297,7 @@ def test_offline_per_pass_repeats_targets_modulo_num_passes():
                           num_passes=2)
     data = PretrainBatches(TokenStream(tok, sid), "plm", 2, cfg, MaskingConfig(), WORD_START, V, seed=0)
     torch.testing.assert_close(data[(0, 1)]["is_target"], data[(2, 1)]["is_target"])
-    assert not torch.equal(data[(0, 1)]["perm_mask"], data[(2, 1)]["perm_mask"])
+    assert not torch.equal(data[(0, 1)]["ranks"], data[(2, 1)]["ranks"])
 
 
 def test_pass_sampler_walks_passes_in_order_and_resumes_mid_pass():

@@ -20,6 +20,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from genlab.data.lm.corpora import load_lm_corpus
 from genlab.data.lm.streams import StreamSegments, split_streams
 from genlab.data.lm.synthetic_rank import make_topic_corpus
+from genlab.data.loader_options import loader_options
 from genlab.errors import DataError
 from genlab.utils import stable_hash
 
@@ -125,6 +126,9 @@ class BPTTDataModule(pl.LightningDataModule):
         max_seq_len_delta: int = 40,
         seed: int = 28,
         options: dict[str, Any] | None = None,
+        num_workers: int = 0,
+        pin_memory: bool = False,
+        persistent_workers: bool = True,
         num_proc: int | None = None,
     ):
         super().__init__()
@@ -134,6 +138,7 @@ class BPTTDataModule(pl.LightningDataModule):
         self.batch_size, self.eval_batch_size, self.test_batch_size = batch_size, eval_batch_size, test_batch_size
         self.bptt, self.eval_bptt, self.max_seq_len_delta, self.seed = bptt, eval_bptt, max_seq_len_delta, seed
         self.options = dict(options or {})
+        self.loader_options = loader_options(num_workers, pin_memory, persistent_workers)
         self.num_proc = num_proc  # tokenising processes (None: the available cores)
         self.corpus = None
         self._sampler: VariableBPTTSampler | None = None
@@ -167,10 +172,11 @@ class BPTTDataModule(pl.LightningDataModule):
         self._sampler.resume = self._position
         if self.trainer is not None:  # Lightning prefetches the first batch before its own set_epoch call
             self._sampler.set_epoch(self.trainer.current_epoch)
-        return DataLoader(BPTTWindows(rows, self.bptt), batch_size=None, sampler=self._sampler)
+        return DataLoader(BPTTWindows(rows, self.bptt), batch_size=None, sampler=self._sampler, **self.loader_options)
 
     def _eval_loader(self, split: str, n_streams: int) -> DataLoader:
-        return DataLoader(StreamSegments(self.rows(split, n_streams), self.eval_bptt), batch_size=None, shuffle=False)
+        return DataLoader(StreamSegments(self.rows(split, n_streams), self.eval_bptt), batch_size=None, shuffle=False,
+                          **self.loader_options)
 
     def val_dataloader(self) -> DataLoader:
         return self._eval_loader("valid", self.eval_batch_size)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytorch_lightning as pl
-import torch
 from torch.utils.data import DataLoader
 
 from genlab.data.lm.corpora import load_lm_corpus
@@ -15,6 +14,7 @@ from genlab.data.lm.streams import (
     StreamSegments,
     split_streams,
 )
+from genlab.data.loader_options import loader_options
 
 
 class LMDataModule(pl.LightningDataModule):
@@ -41,6 +41,8 @@ class LMDataModule(pl.LightningDataModule):
         eval_tgt_len: int | None = None,
         eval_ext_len: int = 0,
         num_workers: int = 0,
+        pin_memory: bool = True,
+        persistent_workers: bool = True,
         options: dict[str, Any] | None = None,
         num_proc: int | None = None,
     ):
@@ -48,7 +50,8 @@ class LMDataModule(pl.LightningDataModule):
         self.dataset, self.source, self.path, self.cache_dir = dataset, source, path, cache_dir
         self.batch_size, self.tgt_len, self.ext_len = batch_size, tgt_len, ext_len
         self.eval_batch_size, self.eval_tgt_len = eval_batch_size, eval_tgt_len or tgt_len
-        self.eval_ext_len, self.num_workers, self.options = eval_ext_len, num_workers, dict(options or {})
+        self.eval_ext_len, self.options = eval_ext_len, dict(options or {})
+        self.loader_options = loader_options(num_workers, pin_memory, persistent_workers)
         self.num_proc = num_proc  # tokenising processes (None: the available cores)
         self.corpus = None
         self._train: ChunkedStreamSegments | None = None
@@ -95,9 +98,7 @@ class LMDataModule(pl.LightningDataModule):
             batch_size=None,
             sampler=sampler,
             shuffle=False,
-            num_workers=self.num_workers,
-            pin_memory=torch.cuda.is_available(),
-            persistent_workers=self.num_workers > 0,
+            **self.loader_options,
         )
 
     def train_dataloader(self) -> DataLoader:

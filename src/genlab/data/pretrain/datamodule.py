@@ -8,10 +8,12 @@ and every random choice is keyed on (seed, pass, step, row), so a resumed run re
 
 Batch keys (all ``torch.long`` unless noted):
 
-* ``plm``: input_ids, token_type_ids [B,T]; perm_mask [B,T,T] float (1 = cannot attend); target_mapping [B,P,T]
-  float; target [B,P]; target_mask [B,P] float; is_target [B,T] bool; nsp_label [B]; pass, step (int).
-* ``dae``: input_ids (corrupted), token_type_ids, perm_mask (reuse/non-reuse block only), labels [B,T]
-  (-100 = not selected), nsp_label, pass, step.
+* ``plm``: input_ids, token_type_ids [B,T]; ranks [B,T] (factorization order, per half); is_target [B,T] bool;
+  target_positions, target [B,P]; target_mask [B,P] float; nsp_label [B]; reuse_len, pass, step (int). Only
+  integers cross the loader: the task builds perm_mask [B,T,T] and target_mapping [B,P,T] on its device
+  (``permutation.plm_dense_inputs``), so a 64 x 512 batch ships ~1 MB instead of ~80 MB.
+* ``dae``: input_ids (corrupted), token_type_ids, labels [B,T] (-100 = not selected), nsp_label, reuse_len, pass,
+  step; the task builds the reuse/non-reuse perm_mask block on its device.
 * ``mlm``: input_ids (corrupted, ``<cls> A <sep> B <sep>``), token_type_ids, attention_mask [B,T] (1 = real; 0 at
   the ``<pad>`` of a ``tail_pad`` rewrite), labels [B,T], nsp_label, pass, step. Funnel-Transformer's examples are
   these with ``cls_token_type=2``, ``tail_pad`` = its pooling stride and ``masking.num_targets`` /
@@ -31,6 +33,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from genlab.data.loader_options import loader_options
 from genlab.data.pretrain.corpus import (
     PretrainCorpus,
     TokenStream,
@@ -46,12 +49,7 @@ from genlab.data.pretrain.mlm_examples import (
     rewrite_tail,
     special_mask,
 )
-from genlab.data.pretrain.permutation import (
-    local_perm,
-    prediction_slots,
-    sample_ranks,
-    two_half_perm_mask,
-)
+from genlab.data.pretrain.permutation import sample_ranks, slot_targets, targets
 from genlab.data.pretrain.xlnet_examples import (
     PAD_ID,
     SpanConfig,
@@ -65,6 +63,7 @@ from genlab.data.pretrain.xlnet_examples import (
 from genlab.errors import ConfigError, DataError
 
 OBJECTIVES = ("plm", "dae", "mlm")
+SEGMENTS, PERMUTATION, TARGETS = range(3)  # purposes of the example generators (see PretrainBatches._rng)
 
 
 class PassSampler(Sampler[tuple[int, int]]):
@@ -109,8 +108,10 @@ class PretrainBatches(Dataset):
         return self.n_steps
 
     def _rng(self, pass_idx: int, step: int, row: int, purpose: int) -> np.random.Generator:
+        """Keyed on the data pass (``offline_per_pass``: pass modulo num_passes) except for the permutation."""
         data_pass = pass_idx % self.cfg.num_passes if self.cfg.targets_sampling == "offline_per_pass" else pass_idx
-        return example_rng(self.seed, data_pass if purpose == 0 else pass_idx, step, self.rank * 10_000 + row, purpose)
+        return example_rng(self.seed, pass_idx if purpose == PERMUTATION else data_pass, step,
+                           self.rank * 10_000 + row, purpose)
 
     def __getitem__(self, item: tuple[int, int] | int) -> dict[str, Any]:
         pass_idx, step = item if isinstance(item, tuple) else (0, item)
@@ -123,48 +124,48 @@ class PretrainBatches(Dataset):
     def _segments(self, pass_idx: int, step: int):
         ids, segs, labels, rngs = [], [], [], []
         for b in range(len(self.tok)):
-            rng = self._rng(pass_idx, step, b, 0)
+            rng = self._rng(pass_idx, step, b, SEGMENTS)
             i, s, lab = build_segments(self.tok[b], self.sid[b], step, self.cfg, rng)
             ids.append(i), segs.append(s), labels.append(lab), rngs.append(rng)
         return np.stack(ids), np.stack(segs), np.array(labels), rngs
 
     def _plm(self, pass_idx: int, step: int) -> dict[str, Any]:
+        """Integers only: the task builds perm_mask and target_mapping from them on its device
+        (:func:`genlab.data.pretrain.permutation.plm_dense_inputs`)."""
         cfg, R = self.cfg, self.cfg.reuse_len
-        ids, segs, labels, rngs = self._segments(pass_idx, step)
-        is_masked = np.stack([sample_example_targets(ids[b], bool(self.reverse[b]), cfg, self.is_word_start, rngs[b])
-                              for b in range(len(ids))])
-        ids_t, masked_t = torch.from_numpy(ids), torch.from_numpy(is_masked)
-        gen = torch.Generator().manual_seed(int(self._rng(pass_idx, step, 0, 1).integers(2**62)))
-        halves = []
-        for sl in (slice(0, R), slice(R, cfg.seq_len)):
-            n = sl.stop - sl.start
-            ranks = sample_ranks(n, min(cfg.perm_size, n), (len(ids),), generator=gen)
-            halves.append(local_perm(ids_t[:, sl], masked_t[:, sl], ranks))
-        perm_mask = two_half_perm_mask(halves[0].perm_mask, halves[1].perm_mask)
-        is_target = torch.cat([h.is_target for h in halves], dim=1)
-        slots = prediction_slots(ids_t, is_target, cfg.num_predict)
+        ids, segs, labels, _ = self._segments(pass_idx, step)
+        is_masked = sample_example_targets(ids, self.reverse, cfg, self.is_word_start,
+                                           self._rng(pass_idx, step, 0, TARGETS))
+        ids_t = torch.from_numpy(ids)
+        gen = torch.Generator().manual_seed(int(self._rng(pass_idx, step, 0, PERMUTATION).integers(2**62)))
+        ranks = torch.cat([sample_ranks(n, min(cfg.perm_size, n), (len(ids),), generator=gen)
+                           for n in (R, cfg.seq_len - R)], dim=1)  # per half, reuse half first
+        is_target = targets(ids_t, torch.from_numpy(is_masked))
+        positions, target, target_mask = slot_targets(ids_t, is_target, cfg.num_predict)
         return {
-            "input_ids": ids_t, "token_type_ids": torch.from_numpy(segs), "perm_mask": perm_mask,
-            "target_mapping": slots.target_mapping, "target": slots.target, "target_mask": slots.target_mask,
-            "is_target": is_target, "nsp_label": torch.from_numpy(labels),
+            "input_ids": ids_t, "token_type_ids": torch.from_numpy(segs), "ranks": ranks, "is_target": is_target,
+            "target_positions": positions, "target": target, "target_mask": target_mask,
+            "nsp_label": torch.from_numpy(labels), "reuse_len": R,
         }
 
     def _dae(self, pass_idx: int, step: int) -> dict[str, Any]:
-        cfg, R = self.cfg, self.cfg.reuse_len
+        """The task builds perm_mask (:func:`genlab.data.pretrain.permutation.reuse_half_mask`) on its device."""
+        cfg = self.cfg
         ids, segs, labels, rngs = self._segments(pass_idx, step)
-        corrupted, targets = np.empty_like(ids), np.empty_like(ids)
+        corrupted, labels_t = np.empty_like(ids), np.empty_like(ids)
+        if self.masking.selection == "xlnet_spans":
+            spans = sample_example_targets(ids, self.reverse, cfg, self.is_word_start,
+                                           self._rng(pass_idx, step, 0, TARGETS)) & ~special_mask(ids)
         for b in range(len(ids)):
             if self.masking.selection == "xlnet_spans":
-                sel = sample_example_targets(ids[b], bool(self.reverse[b]), cfg, self.is_word_start, rngs[b])
-                pos = np.flatnonzero(sel & ~special_mask(ids[b]))
+                pos = np.flatnonzero(spans[b])
             else:
                 pos = choose_positions(ids[b], self.is_word_start, self.masking, rngs[b])
             corrupted[b] = corrupt(ids[b], pos, self.masking, self.vocab_size, rngs[b])
-            targets[b] = mlm_labels(ids[b], pos)
-        block = two_half_perm_mask(torch.zeros(len(ids), R, R), torch.zeros(len(ids), cfg.seq_len - R, cfg.seq_len - R))
+            labels_t[b] = mlm_labels(ids[b], pos)
         return {
-            "input_ids": torch.from_numpy(corrupted), "token_type_ids": torch.from_numpy(segs), "perm_mask": block,
-            "labels": torch.from_numpy(targets), "nsp_label": torch.from_numpy(labels),
+            "input_ids": torch.from_numpy(corrupted), "token_type_ids": torch.from_numpy(segs),
+            "labels": torch.from_numpy(labels_t), "nsp_label": torch.from_numpy(labels), "reuse_len": cfg.reuse_len,
         }
 
     # -- BERT examples -------------------------------------------------------------------------------------------
@@ -172,7 +173,7 @@ class PretrainBatches(Dataset):
         ids, types, labels, corrupted, nsp = [], [], [], [], []
         random_b = self.cfg.random_b_prob if self.nsp else 0.0
         for b in range(len(self.tok)):
-            rng = self._rng(pass_idx, step, b, 0)
+            rng = self._rng(pass_idx, step, b, SEGMENTS)
             i, t, lab = build_bert_example(self.tok[b], self.sid[b], step, self.cfg.seq_len, random_b, rng,
                                            self.cls_token_type)
             i = rewrite_tail(i, self.tail_pad)  # before choosing targets: the new <sep> and <pad> are never targets
@@ -253,6 +254,8 @@ class PretrainDataModule(pl.LightningDataModule):
         tail_pad: int = 0,
         seed: int = 0,
         num_workers: int = 0,
+        pin_memory: bool = False,
+        persistent_workers: bool = True,
         num_proc: int | None = None,
     ):
         super().__init__()
@@ -269,7 +272,8 @@ class PretrainDataModule(pl.LightningDataModule):
                               f"data.objective=mlm, not {objective!r}.")
         if tail_pad < 0 or tail_pad >= seq_len - 4:
             raise ConfigError(f"data.tail_pad={tail_pad} must be in [0, seq_len - 4) (seq_len={seq_len}).")
-        self.objective, self.nsp, self.seed, self.num_workers = objective, nsp, seed, num_workers
+        self.objective, self.nsp, self.seed = objective, nsp, seed
+        self.loader_options = loader_options(num_workers, pin_memory, persistent_workers)
         self.cls_token_type, self.tail_pad = cls_token_type, tail_pad
         self.corpus_args = dict(corpus=corpus, path=path, cache_dir=cache_dir, train_glob=train_glob,
                                 valid_glob=valid_glob, tokenizer=tokenizer, vocab_size=vocab_size, lower=lower,
@@ -325,8 +329,7 @@ class PretrainDataModule(pl.LightningDataModule):
                                self.cls_token_type, self.tail_pad)
 
     def _loader(self, data: PretrainBatches, sampler: Sampler) -> DataLoader:
-        return DataLoader(data, batch_size=None, sampler=sampler, num_workers=self.num_workers,
-                          persistent_workers=self.num_workers > 0)
+        return DataLoader(data, batch_size=None, sampler=sampler, **self.loader_options)
 
     def train_dataloader(self) -> DataLoader:
         rank, world = self._rank_world()

@@ -27,6 +27,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from genlab.data.loader_options import loader_options
 from genlab.data.pretrain.corpus import PRETRAIN_CACHE, corpus_files, files_identity, tokenize_split
 from genlab.data.pretrain.datamodule import PassSampler
 from genlab.data.sources.tiers import DEFAULT_CACHE
@@ -93,14 +94,15 @@ class GPTPretrainDataModule(pl.LightningDataModule):
     def __init__(self, corpus: str = "text", path: str | None = None, cache_dir: str | None = None,
                  train_glob: str = "train/**/*.txt", valid_glob: str | None = "valid/**/*.txt",
                  tokenizer: str | None = None, vocab_size: int = 40478, seq_len: int = 512, batch_size: int = 64,
-                 eval_batch_size: int | None = None, seed: int = 0, num_workers: int = 0,
-                 num_proc: int | None = None):
+                 eval_batch_size: int | None = None, seed: int = 0, num_workers: int = 0, pin_memory: bool = False,
+                 persistent_workers: bool = True, num_proc: int | None = None):
         super().__init__()
         self.corpus, self.path, self.train_glob, self.valid_glob = corpus, path, train_glob, valid_glob
         self.cache = Path(cache_dir).expanduser() if cache_dir else DEFAULT_CACHE
         self.tokenizer_path, self.vocab_size, self.seq_len = tokenizer, vocab_size, seq_len
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size or batch_size
-        self.seed, self.num_workers, self.num_proc = seed, num_workers, num_proc  # num_proc: tokenising processes
+        self.seed, self.loader_options = seed, loader_options(num_workers, pin_memory, persistent_workers)
+        self.num_proc = num_proc  # tokenising processes (None: the available cores)
         self.tokenizer = None
         self.streams: dict[str, np.ndarray] = {}
         self.root: Path | None = None
@@ -163,15 +165,14 @@ class GPTPretrainDataModule(pl.LightningDataModule):
             p, step = self._resume
             sampler.pass_idx, sampler.start = (p, step) if step < len(data) else (p + 1, 0)
             self._resume = None
-        return DataLoader(data, batch_size=None, sampler=sampler, num_workers=self.num_workers,
-                          persistent_workers=self.num_workers > 0)
+        return DataLoader(data, batch_size=None, sampler=sampler, **self.loader_options)
 
     def val_dataloader(self) -> DataLoader | list:
         if "valid" not in self.streams:
             return []
         rank, world = self._rank_world()
         return DataLoader(HeldOutWindows(self.streams["valid"], self.seq_len, rank, world),
-                          batch_size=self.eval_batch_size, shuffle=False, num_workers=self.num_workers)
+                          batch_size=self.eval_batch_size, shuffle=False, **self.loader_options)
 
     def test_dataloader(self) -> DataLoader | list:
         return self.val_dataloader()

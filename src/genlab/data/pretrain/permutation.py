@@ -15,6 +15,7 @@ The span sampler that produces ``is_masked`` lives with the pretraining data pip
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -42,15 +43,25 @@ def sample_ranks(seq_len: int, perm_size: int, batch_shape: tuple[int, ...] = ()
     return (chunk_start + pi[..., None, :]).flatten(-2)
 
 
+def _query_blocked(input_ids: Tensor, is_masked: Tensor, ranks: Tensor, sep_id: int, cls_id: int
+                   ) -> tuple[Tensor, Tensor]:
+    """(blocked [..., T, T] bool, is_target [..., T]) by the rule in the module docstring."""
+    functional = (input_ids == sep_id) | (input_ids == cls_id)
+    is_target, context = is_masked.bool() & ~functional, ~is_masked.bool() & ~functional
+    rev = torch.where(context, torch.full_like(ranks, -1), ranks)
+    self_rev = torch.where(is_target, rev, rev + 1)
+    return ~context[..., None, :] & (self_rev[..., :, None] <= rev[..., None, :]), is_target
+
+
+def targets(input_ids: Tensor, is_masked: Tensor, sep_id: int = SEP_ID, cls_id: int = CLS_ID) -> Tensor:
+    """is_target [..., T] bool: masked and not SEP/CLS (what :func:`local_perm` returns, without the mask)."""
+    return is_masked.bool() & (input_ids != sep_id) & (input_ids != cls_id)
+
+
 def local_perm(input_ids: Tensor, is_masked: Tensor, ranks: Tensor, sep_id: int = SEP_ID,
                cls_id: int = CLS_ID) -> PermMasks:
     """Query-stream permutation mask from the sampled targets and ranks (all [..., T])."""
-    functional = (input_ids == sep_id) | (input_ids == cls_id)
-    is_target = is_masked.bool() & ~functional
-    context = ~is_masked.bool() & ~functional
-    rev = torch.where(context, torch.full_like(ranks, -1), ranks)
-    self_rev = torch.where(is_target, rev, rev + 1)
-    blocked = ~context[..., None, :] & (self_rev[..., :, None] <= rev[..., None, :])
+    blocked, is_target = _query_blocked(input_ids, is_masked, ranks, sep_id, cls_id)
     return PermMasks(blocked.float(), is_target, ranks)
 
 
@@ -77,8 +88,9 @@ class PredictionSlots:
     positions: Tensor  # [..., P] long position of each slot (0 on padding slots)
 
 
-def prediction_slots(input_ids: Tensor, is_target: Tensor, num_predict: int) -> PredictionSlots:
-    """Real slots first in ascending position order, then zero padding up to num_predict (spec §2.9)."""
+def slot_targets(input_ids: Tensor, is_target: Tensor, num_predict: int) -> tuple[Tensor, Tensor, Tensor]:
+    """(positions [..., P] long, target ids [..., P] long, target_mask [..., P] float): real slots first in ascending
+    position order, then zero padding up to num_predict (partial prediction, XLNet paper Sec. 2.3)."""
     t = is_target.shape[-1]
     count = int(is_target.sum(-1).max()) if is_target.numel() else 0
     if count > num_predict:
@@ -91,6 +103,46 @@ def prediction_slots(input_ids: Tensor, is_target: Tensor, num_predict: int) -> 
         idx = torch.cat([idx, idx.new_zeros(*idx.shape[:-1], num_predict - t)], dim=-1)
     valid = is_target.bool().gather(-1, idx.clamp_max(t - 1)) & (torch.arange(num_predict, device=idx.device) < t)
     positions = torch.where(valid, idx, torch.zeros_like(idx))
-    mapping = torch.nn.functional.one_hot(positions, t).float() * valid[..., None]
     target = torch.where(valid, input_ids.gather(-1, positions), torch.zeros_like(positions))
-    return PredictionSlots(mapping, target, valid.float(), positions)
+    return positions, target, valid.float()
+
+
+def slot_mapping(positions: Tensor, target_mask: Tensor, seq_len: int) -> Tensor:
+    """target_mapping [..., P, T] float: the one-hot row of each slot's position, a zero row on padding slots."""
+    return torch.nn.functional.one_hot(positions, seq_len).to(target_mask.dtype) * target_mask[..., None]
+
+
+def prediction_slots(input_ids: Tensor, is_target: Tensor, num_predict: int) -> PredictionSlots:
+    """The slots of :func:`slot_targets` with their one-hot mapping."""
+    positions, target, target_mask = slot_targets(input_ids, is_target, num_predict)
+    return PredictionSlots(slot_mapping(positions, target_mask, is_target.shape[-1]), target, target_mask, positions)
+
+
+# -- dense inputs built where the model runs -------------------------------------------------------------------------
+# A loader ships the integers of a batch (ranks, is_target, slot positions: a few hundred KB); the [B, T, T] masks
+# (1 MB per 512-token row in float32) are built from them by the task, on the accelerator, after the transfer.
+
+def reuse_half_mask(seq_len: int, reuse_len: int, device: torch.device | None = None) -> Tensor:
+    """[T, T] float: the reuse half may not see the non-reuse half, everything else visible (the DAE mask, and
+    :func:`two_half_perm_mask` of two all-visible halves)."""
+    first = torch.arange(seq_len, device=device) < reuse_len
+    return (first[:, None] & ~first[None, :]).float()
+
+
+def plm_perm_mask(input_ids: Tensor, is_target: Tensor, ranks: Tensor, reuse_len: int, sep_id: int = SEP_ID,
+                  cls_id: int = CLS_ID) -> Tensor:
+    """[B, T, T] float ``perm_mask`` of a two-half example: per half :func:`local_perm` (``ranks`` per half), joined
+    by :func:`two_half_perm_mask`. ``is_target`` stands for ``is_masked`` (they differ only on SEP/CLS, which the
+    rule treats alike either way)."""
+    blocked, _ = _query_blocked(input_ids, is_target, ranks, sep_id, cls_id)
+    first = torch.arange(input_ids.shape[-1], device=input_ids.device) < reuse_len
+    same_half = first[:, None] == first[None, :]
+    return torch.where(same_half, blocked, first[:, None]).float()
+
+
+def plm_dense_inputs(batch: dict[str, Any]) -> dict[str, Tensor]:
+    """``perm_mask`` and ``target_mapping`` of a PLM batch from its integer keys (input_ids, is_target, ranks,
+    target_positions, target_mask, reuse_len); device-agnostic, equal to the host construction."""
+    ids = batch["input_ids"]
+    return {"perm_mask": plm_perm_mask(ids, batch["is_target"], batch["ranks"], int(batch["reuse_len"])),
+            "target_mapping": slot_mapping(batch["target_positions"], batch["target_mask"], ids.shape[-1])}

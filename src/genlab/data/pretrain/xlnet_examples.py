@@ -4,7 +4,8 @@ A split is one token stream plus a sentence-id stream. It is cut into contiguous
 row b at step s by ``reuse_len`` tokens, so the model's memory carries across consecutive batches. Each example is
 ``[inp (reuse_len) | A | <sep> | B | <sep> | <cls>]`` with segment ids 0 / 1 / 2 and the targets sampled per half.
 Backward rows (``bi_data``) are the forward rows reversed in time; their spans are sampled in reading order.
-Everything random is drawn from a generator keyed by (seed, pass, step, row), so any step can be rebuilt exactly.
+Everything random is drawn from generators keyed by (seed, pass, step, row) (the span targets of a batch: by
+(seed, pass, step, rank), all rows at once), so any step can be rebuilt exactly.
 """
 
 from __future__ import annotations
@@ -50,52 +51,83 @@ def sample_targets(
     goal: int,
     rng: np.random.Generator,
     span: SpanConfig,
-    reverse: bool = False,
+    reverse: np.ndarray | bool = False,
     drawn: list[int] | None = None,
 ) -> np.ndarray:
-    """Boolean mask with exactly ``goal`` targets over ``ids`` (one half of an example).
+    """Boolean masks [N, L] with exactly ``goal`` targets in each row of ``ids`` [N, L] (one half of N examples).
 
-    Spans first (cursor walk: length n, a context of alpha/beta·n pieces split randomly left/right, the span starts at
-    the next word start), then uniformly random single positions top up to ``goal``. A span reaching the last piece is
-    dropped and ends the span phase (official edge rule). ``reverse``: ``ids`` are stored right-to-left, so sample on
-    the flipped sequence and flip the mask back. ``drawn`` collects each n before the cap (for tests of P(n)).
+    Spans first (:func:`sample_spans`, all rows at once), then uniformly random free positions top each row up to
+    ``goal``. ``reverse`` (per row or for all): the row is stored right-to-left, so it is sampled flipped (in reading
+    order) and the mask flipped back. ``drawn`` collects each span length n the walk used, before the cap (tests of
+    P(n)). Draw order: lengths [N, goal], offsets [N, goal], top-up keys [N, L].
     """
-    seg = ids[::-1] if reverse else ids
-    seg_len = len(seg)
+    n_rows, seg_len = ids.shape
     if goal > seg_len:
         raise ConfigError(f"num_predict asks for {goal} targets in a half of only {seg_len} tokens; lower num_predict.")
-    mask = np.zeros(seg_len, dtype=bool)
-    count = 0
-    if span.enabled:
-        starts = np.flatnonzero(is_word_start[seg])
-        lengths, probs = np.arange(1, span.max_len + 1), span.length_probs()
-        cur = 0
-        while cur < seg_len and count < goal:
-            n = int(rng.choice(lengths, p=probs))
-            if drawn is not None:
-                drawn.append(n)
-            n = min(n, goal - count)
-            ctx = n * span.alpha // span.beta
-            left = int(rng.integers(ctx))
-            k = np.searchsorted(starts, cur + left)  # first word start at or after cur + left
-            if k >= len(starts):
-                break
-            beg = int(starts[k])
-            if span.unit == "piece":
-                end = beg + n
-            else:  # n whole words: stop at the (n+1)-th word start
-                end = int(starts[k + n]) if k + n < len(starts) else seg_len
-                if count + end - beg > goal:
-                    break
-            if end >= seg_len:
-                break
-            mask[beg:end] = True
-            count += end - beg
-            cur = end + ctx - left
-    if count < goal:
-        free = np.flatnonzero(~mask)
-        mask[rng.choice(free, goal - count, replace=False)] = True
-    return mask[::-1].copy() if reverse else mask
+    flip = np.broadcast_to(np.asarray(reverse, dtype=bool), (n_rows,))
+    seg = np.where(flip[:, None], ids[:, ::-1], ids)
+    mask, count = np.zeros((n_rows, seg_len), dtype=bool), np.zeros(n_rows, dtype=np.int64)
+    if span.enabled and goal > 0:
+        lengths = rng.choice(np.arange(1, span.max_len + 1), size=(n_rows, goal), p=span.length_probs())
+        mask, count, used = sample_spans(is_word_start[seg], goal, lengths, rng.random((n_rows, goal)), span)
+        if drawn is not None:
+            drawn.extend(lengths[used].tolist())
+    # top-up: the (goal - count) free positions with the smallest uniform keys = a uniform subset of the free ones
+    keys = np.where(mask, 2.0, rng.random((n_rows, seg_len)))
+    mask |= keys.argsort(axis=1).argsort(axis=1) < (goal - count)[:, None]
+    return np.where(flip[:, None], mask[:, ::-1], mask)
+
+
+def sample_spans(
+    word_start: np.ndarray, goal: int, lengths: np.ndarray, offsets: np.ndarray, span: SpanConfig
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The span phase for every row at once (``word_start`` [N, L] bool, rows in reading order).
+
+    A cursor walk per row (XLNet paper Sec. 3.1: a span of n pieces in a context of K·n): span k has
+    length ``n = min(lengths[:, k], goal - count)``, context ``ctx = n·alpha/beta``, ``left = floor(offsets[:, k] ·
+    ctx)`` (uniform in [0, ctx)); it starts at the first word start at or after ``cur + left`` and the cursor moves
+    to ``end + ctx - left``. A row stops when a span would reach its last piece (the official edge rule), the cursor
+    leaves the row or ``goal`` targets are reached. The walk is sequential in k (each start depends on the previous
+    end), so the loop runs over span rounds (at most ``goal``, ~20 for 512/K=6) with every row vectorised; the
+    snapping is a precomputed "next word start" table. Returns (mask [N, L], count [N], used [N, goal] bool).
+    """
+    n_rows, seg_len = word_start.shape
+    col = np.arange(seg_len)
+    nxt = np.minimum.accumulate(np.where(word_start, col, seg_len)[:, ::-1], axis=1)[:, ::-1]
+    nxt = np.concatenate([nxt, np.full((n_rows, 1), seg_len)], axis=1)  # [N, L+1]: L = no word start left
+    if span.unit == "word":  # the i-th word start of a row (L past the last), and each position's word index
+        starts = np.sort(np.where(word_start, col, seg_len), axis=1)
+        starts = np.concatenate([starts, np.full((n_rows, span.max_len + 1), seg_len)], axis=1)
+        word_idx = np.cumsum(word_start, axis=1) - word_start
+    cur, count = np.zeros(n_rows, dtype=np.int64), np.zeros(n_rows, dtype=np.int64)
+    used = np.zeros((n_rows, goal), dtype=bool)
+    begs, ends, owners = [], [], []
+    rows = np.arange(n_rows)
+    for k in range(goal):
+        if not len(rows):
+            break
+        used[rows, k] = True
+        n = np.minimum(lengths[rows, k], goal - count[rows])
+        ctx = n * span.alpha // span.beta
+        left = (offsets[rows, k] * ctx).astype(np.int64)
+        beg = nxt[rows, np.minimum(cur[rows] + left, seg_len)]
+        if span.unit == "piece":
+            end = beg + n
+            ok = end < seg_len
+        else:  # n whole words: stop at the (n+1)-th word start (the row's end if none)
+            end = starts[rows, word_idx[rows, np.minimum(beg, seg_len - 1)] + n]
+            ok = (beg < seg_len) & (count[rows] + end - beg <= goal) & (end < seg_len)
+        rows, beg, end, ctx, left = rows[ok], beg[ok], end[ok], ctx[ok], left[ok]
+        begs.append(beg), ends.append(end), owners.append(rows)
+        count[rows] += end - beg
+        cur[rows] = end + ctx - left
+        rows = rows[(cur[rows] < seg_len) & (count[rows] < goal)]
+    edges = np.zeros((n_rows, seg_len + 1), dtype=np.int64)  # +1 at each span start, -1 at its end
+    if begs:
+        owner = np.concatenate(owners)
+        np.add.at(edges, (owner, np.concatenate(begs)), 1)
+        np.add.at(edges, (owner, np.concatenate(ends)), -1)
+    return np.cumsum(edges, axis=1)[:, :seg_len] > 0, count, used
 
 
 def next_boundary(sent_ids: np.ndarray, start: int, chunk: int = 4096) -> int:
@@ -262,14 +294,10 @@ def build_segments(
 
 
 def sample_example_targets(
-    ids: np.ndarray, reverse: bool, cfg: XLNetDataConfig, is_word_start: np.ndarray, rng: np.random.Generator
+    ids: np.ndarray, reverse: np.ndarray, cfg: XLNetDataConfig, is_word_start: np.ndarray, rng: np.random.Generator
 ) -> np.ndarray:
-    """Targets per half (reuse half first), each sampled in reading order."""
+    """Targets [N, T] of N examples ``ids`` [N, T], per half (reuse half first), each sampled in reading order."""
     goal_0, goal_1 = cfg.predict_split
     R = cfg.reuse_len
-    return np.concatenate(
-        [
-            sample_targets(ids[:R], is_word_start, goal_0, rng, cfg.span, reverse),
-            sample_targets(ids[R:], is_word_start, goal_1, rng, cfg.span, reverse),
-        ]
-    )
+    return np.concatenate([sample_targets(ids[:, :R], is_word_start, goal_0, rng, cfg.span, reverse),
+                           sample_targets(ids[:, R:], is_word_start, goal_1, rng, cfg.span, reverse)], axis=1)
