@@ -100,7 +100,7 @@ STREAMING_DATA = ("PretrainDataModule", "GPTPretrainDataModule", "LMDataModule",
 
 def test_pretraining_presets_load_ahead_of_the_gpu_and_minis_in_process(fixture_configs):
     """Paper presets of the pretraining / LM families load in background workers with pinned, persistent loaders;
-    their minis stay single-process (the recorded compositions, so this costs no composing)."""
+    their CPU-sized minis and midis stay single-process (the recorded compositions, so this costs no composing)."""
     checked = 0
     for name, cfg in fixture_configs.items():
         data = cfg.get("data") or {}
@@ -108,7 +108,7 @@ def test_pretraining_presets_load_ahead_of_the_gpu_and_minis_in_process(fixture_
                 ("xlnet_", "bert_", "gpt_", "funnel_", "txl_", "mos_")):
             continue
         checked += 1
-        if "mini" in name:
+        if name.endswith(("_mini", "_midi")):
             assert data.get("num_workers", 0) == 0, name  # the data module default is 0
         else:
             assert data["num_workers"] >= 1 and data["pin_memory"] and data["persistent_workers"], name
