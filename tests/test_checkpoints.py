@@ -66,6 +66,7 @@ def test_one_checker_for_evaluation_and_for_weights_moved_to_other_data():
 def test_a_checkpoint_carrying_code_is_refused_without_running_it(tmp_path):
     """Every reader of a user's checkpoint goes through checkpoints.load (weights_only): the payload never runs."""
     from genlab.analysis.gpt_zero_shot import load_lm
+    from genlab.models.gpt import GPTLMHeadModel
     from genlab.tasks.gpt import load_pretrained_state
 
     marker, evil = tmp_path / "pwned", tmp_path / "evil.ckpt"
@@ -74,7 +75,8 @@ def test_a_checkpoint_carrying_code_is_refused_without_running_it(tmp_path):
     with pytest.raises(CheckpointError, match=rf"ckpt_path=\S+{refused}.* Pass another\."):
         checkpoints.load(evil, key="ckpt_path", fix="Pass another.")
     with pytest.raises(CheckpointError, match=rf"task\.init_from=\S+{refused}"):
-        load_pretrained_state(str(evil))  # GPT finetuning's task.init_from=<genlab .ckpt>
+        load_pretrained_state(str(evil), GPTLMHeadModel(10, n_positions=8, n_embd=8, n_layer=1, n_head=2))  # GPT
+        # finetuning's task.init_from=<genlab .ckpt>
     with pytest.raises(CheckpointError, match=refused):
         load_lm(evil)  # the zero-shot analysis
     assert not marker.exists()

@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 from pytorch_lightning.callbacks import ModelCheckpoint
 from torch import nn
 
-from genlab.errors import UserError
+from genlab.errors import CheckpointError, UserError
 from genlab.runs import (
     find_best_checkpoint,
     flatten_dict,
@@ -190,7 +190,9 @@ def test_load_run_restores_config_metrics_and_best_checkpoint(tmp_path, monkeypa
     _, ckpt = _train(tmp_path, cfg)
     write_final_metrics(tmp_path, {"valid/loss": float(ckpt.best_model_score)}, "finished")
 
-    run = load_run(tmp_path)
+    with pytest.raises(CheckpointError, match="TinyTask"):  # a class of the user's: built only when trusted
+        load_run(tmp_path)
+    run = load_run(tmp_path, trust_config=True)
     assert run.status == "finished" and run.experiment == "tiny"
     assert run.best_checkpoint == tmp_path / "checkpoints" / (ckpt.best_model_path.split("/")[-1])
     assert run.metrics["valid/loss"] == pytest.approx(float(ckpt.best_model_score))
@@ -209,6 +211,17 @@ def test_best_checkpoint_read_from_last_when_several_kept(tmp_path):
     state = {"callbacks": {"ModelCheckpoint{'monitor': 'valid/loss'}": {"best_model_path": str(ck / "epoch=0.ckpt")}}}
     torch.save(state, ck / "last.ckpt")
     assert find_best_checkpoint(tmp_path) == ck / "epoch=0.ckpt"
+
+
+def test_load_run_refuses_a_config_that_names_code_to_run(tmp_path):
+    """A run dir is a file a user passes: a config.yaml whose model is ``pathlib.Path.touch`` stops before anything
+    is built, naming the file and the key."""
+    victim = tmp_path / "touched"
+    cfg = OmegaConf.create({"model": {"_target_": "pathlib.Path.touch", "self": str(victim)}})
+    OmegaConf.save(cfg, tmp_path / "config.yaml")
+    with pytest.raises(CheckpointError, match=r"config.yaml records model._target_=pathlib.Path.touch"):
+        load_run(tmp_path)
+    assert not victim.exists()
 
 
 def test_load_run_rejects_a_directory_that_is_not_a_run(tmp_path):

@@ -172,7 +172,8 @@ TARGET_PACKAGES = ("genlab.", "torch.nn.", "torch.optim.", "pytorch_lightning.")
 TARGET_FUNCTIONS = ("genlab.tasks.", "genlab.callbacks.")
 
 
-def check_targets(config: Any, path: str | os.PathLike, key: str = "") -> None:
+def check_targets(config: Any, path: str | os.PathLike, key: str = "",
+                  fix: str = "Pass one written by genlab's train.py.") -> None:
     """Every ``_target_`` of a config read from a checkpoint is a class of :data:`TARGET_PACKAGES` or a function of
     :data:`TARGET_FUNCTIONS`. eval.py instantiates that config: plain strings in a file must not name ``os.system``
     (weights_only=True stops pickled code, not this)."""
@@ -182,12 +183,12 @@ def check_targets(config: Any, path: str | os.PathLike, key: str = "") -> None:
             raise CheckpointError(f"{path} records {key + '.' if key else ''}_target_={target}, which genlab does not "
                                   "build from a checkpoint (only classes of genlab, torch.nn, torch.optim "
                                   "and Lightning, and genlab's factories): a config read from a file must not name "
-                                  "code to run. Pass one written by genlab's train.py.")
+                                  f"code to run. {fix}")
         for k, v in config.items():
-            check_targets(v, path, f"{key}.{k}" if key else str(k))
+            check_targets(v, path, f"{key}.{k}" if key else str(k), fix)
     elif isinstance(config, list | tuple):
         for i, v in enumerate(config):
-            check_targets(v, path, f"{key}[{i}]")
+            check_targets(v, path, f"{key}[{i}]", fix)
 
 
 def _buildable(target: str) -> bool:

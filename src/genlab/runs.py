@@ -361,11 +361,22 @@ class Run:
         return task.eval()
 
 
-def load_run(run_dir: str | Path) -> Run:
-    """Load a run directory in one call: config, overrides, run info, final metrics and best checkpoint."""
+def load_run(run_dir: str | Path, trust_config: bool = False) -> Run:
+    """Load a run directory in one call: config, overrides, run info, final metrics and best checkpoint.
+
+    The analysis scripts build the run's data, model and task from its ``config.yaml``, a file the user passes: unless
+    ``trust_config``, every ``_target_`` there must be one genlab builds from a checkpoint's record (classes of genlab,
+    torch.nn, torch.optim and Lightning, genlab's factories), so a copied run dir cannot name ``os.system``. Pass
+    ``trust_config=True`` for a run whose config you wrote with classes of your own."""
+    from genlab import checkpoints
+
     d = Path(run_dir).expanduser()
     if not (d / CONFIG_FILE).exists():
         raise UserError(f"{d} is not a genlab run directory (no {CONFIG_FILE}); pass the directory of one run")
+    config = OmegaConf.load(d / CONFIG_FILE)
+    if not trust_config:
+        recorded = OmegaConf.to_container(config)
+        checkpoints.check_targets({k: recorded.get(k) for k in checkpoints.REBUILT}, d / CONFIG_FILE, fix="load_run(dir, trust_config=True) builds a config you wrote")
     m = read_json(d / METRICS_FILE)
     best = m.get("best_checkpoint")
     best_path = Path(best) if best else None
@@ -376,7 +387,7 @@ def load_run(run_dir: str | Path) -> Run:
     ov = OmegaConf.load(d / OVERRIDES_FILE) if (d / OVERRIDES_FILE).exists() else []
     return Run(
         dir=d,
-        config=OmegaConf.load(d / CONFIG_FILE),
+        config=config,
         overrides=[str(o) for o in ov],
         info=read_json(d / RUN_FILE),
         status=m.get("status"),
