@@ -376,7 +376,8 @@ def load_run(run_dir: str | Path, trust_config: bool = False) -> Run:
     config = OmegaConf.load(d / CONFIG_FILE)
     if not trust_config:
         recorded = OmegaConf.to_container(config)
-        checkpoints.check_targets({k: recorded.get(k) for k in checkpoints.REBUILT}, d / CONFIG_FILE, fix="load_run(dir, trust_config=True) builds a config you wrote")
+        checkpoints.check_targets({k: recorded.get(k) for k in checkpoints.REBUILT}, d / CONFIG_FILE,
+                                  fix="load_run(dir, trust_config=True) builds a config you wrote")
     m = read_json(d / METRICS_FILE)
     best = m.get("best_checkpoint")
     best_path = Path(best) if best else None
