@@ -47,6 +47,7 @@ TINY_RUNS = {
     "experiments/gdan/figure_3_8.py": "test_gdan_table_and_figure_3_8",
     "experiments/gdan/dev_curves.py": "test_gdan_table_and_figure_3_8",
     "experiments/gdan/answer_types.py": "test_gdan_table_and_figure_3_8",
+    "experiments/perf/memory_estimate.py": "test_memory_estimate_checks_a_preset_against_this_machine",
 }
 BENCHMARK = "a benchmark: timings are not tests (CONTRIBUTING); run it alone and read its ratios"
 HELP_ONLY = {
@@ -54,6 +55,8 @@ HELP_ONLY = {
     "experiments/funnel/pair_speed.py": BENCHMARK,
     "experiments/perf/full_size.py": BENCHMARK + " (real-size models: over 12 GB for the largest presets)",
     "experiments/perf/vs_hf.py": BENCHMARK,
+    "experiments/perf/loader_throughput.py": BENCHMARK + " (builds a 100M-token synthetic cache)",
+    "experiments/perf/prep_memory.py": BENCHMARK + " (writes and tokenises corpora of 10-100 MB)",
     "experiments/perf/funnel_flops.py": BENCHMARK + " (its --tiny run is tests/test_funnel_flops.py)",
     "experiments/perf/gemm_rate.py": BENCHMARK,
     "experiments/perf/lm_data_load.py": BENCHMARK,
@@ -275,6 +278,16 @@ def test_gpu_check_dry_run_on_cpu():
     for family in ("txl", "xlnet", "bert", "gpt", "funnel", "awd_mos"):
         assert any(line.startswith(family + " ") and "tokens/s" in line and "MFU" in line for line in lines), family
     assert any(line.startswith("fsdp2 ") for line in lines)
+
+
+def test_memory_estimate_checks_a_preset_against_this_machine():
+    """README's check before a long run: the estimate of a preset at its real depth and batch against this machine's
+    available memory, without measuring (a mini: a few seconds)."""
+    proc = subprocess.run([sys.executable, "experiments/perf/memory_estimate.py", "--presets", "txl_mini",
+                           "--estimate-only"], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env())
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    line = proc.stdout.strip().splitlines()[-1]
+    assert line.startswith("txl_mini: n_layer=4 batch=16 ") and "params=2.4M" in line and line.endswith(": fits")
 
 
 def test_gpt_runtimes_of_finished_runs(tmp_path):

@@ -232,6 +232,7 @@ def task_batch(kind: str, rank: int, world: int) -> dict:
         choices[positions.expand(B, CHOICES, T) == (lengths - 1)[..., None]] = extract
         batch["lm_mask"] = (positions < lengths[..., None]).long()
         batch["input_ids"] = choices * batch["lm_mask"]
+        batch["token_type_ids"] = torch.zeros_like(batch["input_ids"])  # GPT reads them per choice, as HF does
     return {k: v.chunk(world)[rank] if torch.is_tensor(v) else v for k, v in batch.items()}
 
 

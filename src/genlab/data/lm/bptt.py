@@ -20,7 +20,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from genlab.data.lm.corpora import load_lm_corpus
 from genlab.data.lm.streams import StreamSegments, split_streams
 from genlab.data.lm.synthetic_rank import make_topic_corpus
-from genlab.data.loader_options import loader_options
+from genlab.data.loading.options import loader_options
 from genlab.errors import DataError
 from genlab.utils import stable_hash
 

@@ -14,7 +14,7 @@ from genlab.data.lm.streams import (
     StreamSegments,
     split_streams,
 )
-from genlab.data.loader_options import loader_options
+from genlab.data.loading.options import loader_options
 
 
 class LMDataModule(pl.LightningDataModule):

@@ -33,7 +33,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from genlab.data.loader_options import loader_options
+from genlab.data.loading.options import loader_options
 from genlab.data.pretrain.corpus import (
     PretrainCorpus,
     TokenStream,

@@ -27,7 +27,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from genlab.data.loader_options import loader_options
+from genlab.data.loading.options import loader_options
 from genlab.data.pretrain.corpus import PRETRAIN_CACHE, corpus_files, files_identity, tokenize_split
 from genlab.data.pretrain.datamodule import PassSampler
 from genlab.data.sources.tiers import DEFAULT_CACHE

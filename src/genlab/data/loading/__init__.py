@@ -1,0 +1,1 @@
+"""How batches reach the training process: DataLoader worker, pinning and persistence settings."""
