@@ -27,7 +27,7 @@ class PixelCNNTask(TaskOptimization, pl.LightningModule):
                  monitor: str = "valid/bpd", monitor_mode: str = "min", image_shape: list[int] | None = None,
                  lr_decay: float = 1.0, ld_quantile: float = 10.0) -> None:
         super().__init__()
-        self.save_hyperparameters(ignore=["model"])
+        self.save_hyperparameters(ignore=["model", "optimizer", "scheduler"])  # factories: not weights_only-loadable
         self.monitor = monitor
         self.model = model
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
