@@ -108,3 +108,23 @@ def test_models_and_layers_import_no_framework(layer):
 def test_no_file_past_what_one_reviewer_reads_in_a_sitting():
     long = {str(p.relative_to(SRC)): n for p in PACKAGE.rglob("*.py") if (n := len(p.read_text().splitlines())) > 600}
     assert long == {}
+
+
+ENTRY_POINTS = ("genlab.cli", "genlab.sweep_callback")  # train.py/eval.py's package and Hydra's sweep hook
+RUN_LEVEL = ("genlab.callbacks", "genlab.report", "genlab.analysis", "genlab.runs")  # what runs around a task
+
+
+def _upward(importers: tuple[str, ...] | None, imported: tuple[str, ...]) -> list[str]:
+    """Edges into ``imported`` from modules outside it (or, with ``importers``, only from those)."""
+    return sorted(f"{a} -> {b}" for a, deps in GRAPH.items() for b in deps
+                  if b.startswith(imported) and not a.startswith(imported)
+                  and (importers is None or a.startswith(importers)))
+
+
+def test_imports_never_run_up_the_layers():
+    """Entry points -> run-level code (runs, callbacks, report, analysis) -> tasks -> models -> nn: the library under
+    the entry points never imports genlab.cli (``genlab.assemble`` builds a run's parts for both), and tasks, models,
+    layers, data, metrics and interop never import run-level code (pictures are callbacks the presets add)."""
+    assert _upward(None, ENTRY_POINTS) == []
+    below = ("genlab.tasks", "genlab.models", "genlab.nn", "genlab.data", "genlab.metrics", "genlab.interop")
+    assert _upward(below, RUN_LEVEL + ENTRY_POINTS) == []

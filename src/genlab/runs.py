@@ -338,20 +338,19 @@ class Run:
             return dict(self.info["model_overrides"])
         if OmegaConf.select(self.config, "data") is None:
             return {}
-        from genlab.cli import build
+        from genlab import assemble
 
-        return build.data_sizes(build.build_data(self.config.data))
+        return assemble.data_sizes(assemble.build_data(self.config.data))
 
     def load_task(self, checkpoint: str | Path | None = None, map_location: str = "cpu"):
         """Instantiate the task from the run's config, as train.py built it, and load the best (or the given)
         checkpoint, in eval mode."""
-        from genlab import checkpoints
-        from genlab.cli import build
+        from genlab import assemble, checkpoints
 
         ckpt = Path(checkpoint) if checkpoint else self.best_checkpoint
         if ckpt is None or not ckpt.exists():
             raise CheckpointError(f"{self.dir}: no checkpoint found under checkpoints/; pass checkpoint=<path>")
-        task = build.build_task(self.config, sizes=self.model_overrides())
+        task = assemble.build_task(self.config, sizes=self.model_overrides())
         state = checkpoints.load(ckpt, map_location=map_location)
         try:
             task.load_state_dict(state["state_dict"])

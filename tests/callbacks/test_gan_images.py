@@ -6,7 +6,7 @@ from functools import partial
 import pytorch_lightning as pl
 import torch
 
-from genlab.callbacks.gan_images import logp_histogram
+from genlab.callbacks.gan_images import GANSampleImages, logp_histogram
 from genlab.data.images.datamodule import SSLImageDataModule
 from genlab.models.bad_gan import BadGAN, MLPDiscriminator, MLPGenerator
 from genlab.models.pixelcnn_pp import PixelCNNPP
@@ -41,9 +41,11 @@ def test_density_run_logs_sample_grid_and_logp_histogram(tmp_path):
                       ld_weight=0.0, density_model=density, density_pretrain_steps=2, density_pretrain_batch=8, image_shape=[1, 8, 8], init_batches=1,
                       n_eval_generated=64, sample_grid=20)
     sink = ImageSink(tmp_path / "logs")
+    # the callback the image presets add (conf/callbacks/gan_images.yaml)
     trainer = pl.Trainer(max_steps=3, accelerator="cpu", logger=sink, enable_progress_bar=False,
                          enable_model_summary=False, val_check_interval=3, check_val_every_n_epoch=None,
-                         num_sanity_val_steps=0, enable_checkpointing=False, default_root_dir=str(tmp_path / "run"))
+                         num_sanity_val_steps=0, enable_checkpointing=False, default_root_dir=str(tmp_path / "run"),
+                         callbacks=[GANSampleImages(image_shape=[1, 8, 8])])
     trainer.fit(task, datamodule=dm)
     m = trainer.callback_metrics
     assert torch.isfinite(m["valid/gen_logp_max"]) and torch.isfinite(m["valid/ld_threshold"])

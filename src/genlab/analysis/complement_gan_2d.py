@@ -92,7 +92,7 @@ class Result:
 def evaluate_run(run_dir: Path, grid: int = 200) -> Result:
     """The final weights of a toy run: accuracy on all N points, the boundary statistic on a grid x grid square and,
     for a trained generator, true/fake accuracy and where its samples' features lie (N samples, seeded)."""
-    from genlab.cli.build import build_data
+    from genlab.assemble import build_data
     from genlab.runs import load_run
 
     run = load_run(run_dir)

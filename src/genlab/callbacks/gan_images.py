@@ -109,7 +109,7 @@ class GANSampleImages(pl.Callback):
     @torch.no_grad()
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         drawn: dict[str, Any] = getattr(pl_module, "eval_samples", None) or {}
-        if "samples" not in drawn:
+        if drawn.get("samples") is None or not len(drawn["samples"]):  # no generator, or task.sample_grid=0
             return
         images = {}
         if drawn.get("logp") is not None:

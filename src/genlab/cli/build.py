@@ -1,10 +1,10 @@
 """Instantiate the parts of a run from a composed config, in the one order every system follows:
-data -> model (with sizes only the data knows) -> task -> callbacks, loggers -> trainer."""
+data -> model (with sizes only the data knows) -> task (``genlab.assemble``, shared with ``genlab.runs``) ->
+callbacks, loggers -> trainer, with the checks that span sections (accumulation, data parallelism, precision)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,45 +13,14 @@ from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
 from pytorch_lightning.callbacks import LearningRateMonitor, ModelSummary, ProgressBar
 
+# Data, model and task are built below the CLI (runs.Run.load_task rebuilds them too); the entry points and the
+# scripts reach the whole build sequence through this module.
+from genlab.assemble import build_data, build_task, data_sizes, has_test  # noqa: F401
 from genlab.callbacks.epoch_resume import ResumeAtEpochBoundary
 from genlab.errors import CheckpointError, ConfigError
 from genlab.parallel import accumulation_steps, check_strategy_device, check_trainer_precision, world_size
 
 log = logging.getLogger("genlab")
-
-
-def build_data(data_cfg: DictConfig) -> pl.LightningDataModule:
-    if "global_batch" in data_cfg:
-        # The CLI's key (it sets trainer.accumulate_grad_batches), not a DataModule argument.
-        plain = OmegaConf.to_container(data_cfg, resolve=True)
-        plain.pop("global_batch")
-        data_cfg = OmegaConf.create(plain)
-    datamodule = instantiate(data_cfg)
-    datamodule.prepare_data()
-    datamodule.setup("fit")
-    return datamodule
-
-
-def data_sizes(datamodule: pl.LightningDataModule) -> dict[str, Any]:
-    """Model arguments only the data knows (vocabulary size, number of classes ...), from a set-up DataModule."""
-    return dict(datamodule.model_overrides()) if hasattr(datamodule, "model_overrides") else {}
-
-
-def has_test(datamodule: pl.LightningDataModule) -> bool:
-    """The data defines a test split (train.py tests after fitting; eval.py scores it)."""
-    return type(datamodule).test_dataloader is not pl.LightningDataModule.test_dataloader
-
-
-def build_task(cfg: DictConfig, datamodule: pl.LightningDataModule | None = None,
-               sizes: Mapping[str, Any] | None = None) -> pl.LightningModule:
-    """The model (with ``sizes``, by default those of ``datamodule``) and the task around it. Every caller that
-    rebuilds a run (train.py, eval.py, ``genlab.runs.Run.load_task``) goes through here."""
-    if sizes is None:
-        sizes = data_sizes(datamodule) if datamodule is not None else {}
-    model = instantiate(cfg.model, **sizes)
-    # Plain lists/dicts, not OmegaConf nodes: tasks save their arguments as hyperparameters, and a checkpoint
-    # holding an OmegaConf node cannot be read back with torch.load(weights_only=True) (Lightning's default).
-    return instantiate(cfg.task, model=model, _convert_="all")
 
 
 def build_callbacks(cfg: DictConfig) -> list[pl.Callback]:

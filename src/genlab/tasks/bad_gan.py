@@ -1,13 +1,13 @@
 """Semi-supervised learning with a complement ("bad") GAN (spec bad_gan.md §2.3-2.4, §3).
 
-One iteration = one discriminator step (labelled CE + 0.5·(unlabelled-real + generated-fake) [+ Ent]) followed
-by one generator (+ encoder) step (feature matching [+ PT] [+ VI] [+ LD]), with manual optimisation. The
+One iteration = one discriminator step (labelled CE + 0.5·(unlabelled-real + generated-fake), plus Ent when on)
+followed by one generator (+ encoder) step (feature matching, plus PT, VI and LD when on), with manual optimisation. The
 D optimiser is stepped through Lightning (so ``trainer.global_step`` counts iterations); G and the encoder are
 stepped directly. Learning rates follow the reference code's per-"epoch" schedule, an epoch being one pass
 over the unlabelled stream. A non-finite loss stops training before any parameter is touched, so the last
 checkpoint holds the last good weights. Sample grids and log p histograms are drawn by the callback
-``genlab.callbacks.gan_images.GANSampleImages``, which the task adds (``configure_callbacks``) unless
-``sample_grid=0``.
+``genlab.callbacks.gan_images.GANSampleImages`` from ``eval_samples``; the image presets add it
+(``conf/callbacks/gan_images.yaml``), so the task never imports a layer above it.
 
 ``fake_source=data`` trains D against a known fake distribution instead of a generator (the 2-D complement
 generator of spec §5.3): the fake batch is the DataModule's ``x_fake``, the model has no generator and there is no
@@ -26,7 +26,6 @@ from torch import Tensor, nn
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 from genlab import checkpoints
-from genlab.callbacks.gan_images import GANSampleImages
 from genlab.errors import CheckpointError, ConfigError, DataError
 from genlab.models.bad_gan import BadGAN, sample_noise
 from genlab.nn.gan_layers import data_dependent_init
@@ -124,13 +123,6 @@ class BadGANTask(pl.LightningModule):
         self.eval_samples: dict[str, Tensor | None] = {}  # drawn by the last evaluation, for GANSampleImages
 
     # ----------------------------------------------------------------------------------------------- setup
-    def configure_callbacks(self) -> list[pl.Callback]:
-        """The sample grid and log p histogram of every validation (pictures are a callback's job, not the task's);
-        none with ``sample_grid=0`` (2-D points are no images) or without a generator."""
-        if not self.hparams.sample_grid or self.model.generator is None:
-            return []
-        return [GANSampleImages(self.hparams.image_shape)]
-
     def configure_optimizers(self):
         opts = [self.make_opt_d(self.model.discriminator.parameters())]
         if self.model.generator is not None:
