@@ -67,6 +67,8 @@ HELP_ONLY = {
     "experiments/perf/txl_throughput.py": BENCHMARK,
     "experiments/perf/xlnet_mfu.py": BENCHMARK,
     "experiments/perf/xlnet_throughput.py": BENCHMARK,
+    "experiments/perf/xlnet_step.py": "the step xlnet_mfu.py and xlnet_throughput.py time (benchmarks); it only "
+                                       "prints the step's sizes and FLOPs",
     "experiments/xlnet_text_classification/baselines.py": "rebuilds the seven minis' tokenizers in a temporary "
                                                           "cache on every run (over 20 s)",
     "experiments/gpt/zero_shot.py": "needs GPT checkpoints; its real run is tests/analysis/test_gpt_zero_shot.py::"

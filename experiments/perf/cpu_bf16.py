@@ -11,7 +11,7 @@ between the steps (same machine load for everything). Prints per case:
   of the two GEMM rates (about 2.2 on AVX-512 BF16 CPUs without AMX: the step's ratio for all-GEMM work);
 - the bf16 GEMM rate measured in this run, and MFU of the bf16 step against it (and of the fp32 step against the
   fp32 rate): matmul FLOPs per step from the model's analytic count (TXL ``flops_per_token``, XLNet
-  ``xlnet_mfu.analytic_flops``);
+  ``xlnet_step.analytic_flops``);
 - the loss difference over the steps, max |bf16 - fp32| and max relative (the two runs train side by side, so
   this is the drift of the bf16 trajectory, not one step's rounding).
 
@@ -37,8 +37,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from txl_throughput import SHAPES  # noqa: E402
-from xlnet_mfu import analytic_flops  # noqa: E402
-from xlnet_throughput import SIZES, build, make_batch, step_fn  # noqa: E402
+from xlnet_step import SIZES, analytic_flops, make_batch  # noqa: E402
+from xlnet_throughput import build, step_fn  # noqa: E402
 
 from genlab.callbacks.throughput import measured_gemm_flops  # noqa: E402
 from genlab.cli.host_memory import reuse_freed_host_memory  # noqa: E402

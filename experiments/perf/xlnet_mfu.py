@@ -2,12 +2,7 @@
 
 The pretraining step of ``xlnet_throughput.py`` (two streams, perm_mask, target_mapping, memory, PLM loss,
 backward, AdamW) at base dimensions (d=768, 12 heads, d_inner=3072, T=512, M=384, P=85 prediction slots, B=2),
-fp32 on CPU. FLOPs are counted analytically: the matmuls the model needs (queries, keys|values over [mem; h],
-the positional key projection, content, positional and value terms over the K = M + T keys for the T content
-rows and the P query slots, output projections, feed-forward for T + P rows, the tied output layer over the P
-slots), x3 for forward + backward, except: no input gradient for the memory rows or the sinusoids, and the last
-layer's content stream runs forward only (the loss reads the query stream; its keys come from the layer input,
-so the backward never reaches that stream: the autograd graph skips it). They are
+fp32 on CPU. FLOPs are counted analytically (``xlnet_step.analytic_flops``, which lists what it counts) and
 cross-checked against torch's FlopCounterMode on one step, which counts what really ran (the positional term
 against all K + T distances, the segment term). Between the timed steps this process runs 1024^3 fp32 GEMMs
 on the same thread count for a few seconds (interleaved, so both see the same machine load; the mean rate over
@@ -26,24 +21,7 @@ import time
 
 import torch
 from gemm_rate import GEMM_OPS, gemm_rate, top_ops
-from xlnet_throughput import SIZES, make_batch
-
-
-def analytic_flops(cfg: dict) -> float:
-    """Matmul FLOPs one training step needs (see the module docstring)."""
-    b, t, m, p = cfg["batch"], cfg["seq"], cfg["mem"], cfg["num_predict"]
-    d, hd, di, n, v = cfg["d_model"], cfg["n_head"] * cfg["d_head"], cfg["d_inner"], cfg["n_layer"], cfg["vocab"]
-    k = m + t
-
-    def stream(rows: int) -> float:  # query projection, 3 score/value terms over K keys, output, feed-forward
-        return 2 * b * rows * (d * hd + 3 * k * hd + hd * d + 2 * d * di)
-
-    # keys|values over K rows: forward + weight gradient over K rows + input gradient for the T new rows only
-    kv = 2 * (2 * b * k * d * 2 * hd) + 2 * b * t * d * 2 * hd
-    pos = 2 * (2 * (k + t) * d * hd)  # forward + weight gradient (the sinusoids need none)
-    per_layer = kv + pos + 3 * stream(p) + 3 * stream(t)
-    # the last layer's content stream feeds only ``out.hidden``, not the loss: forward only
-    return n * per_layer - 2 * stream(t) + 3 * 2 * b * p * d * v
+from xlnet_step import SIZES, analytic_flops, make_batch
 
 
 def main() -> None:

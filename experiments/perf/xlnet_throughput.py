@@ -26,44 +26,7 @@ from pathlib import Path
 
 import torch
 from gemm_rate import gemm_rate
-
-SIZES = {
-    "tiny": dict(n_layer=2, d_model=64, n_head=4, d_head=16, d_inner=128, vocab=1000, seq=64, reuse=32,
-                 mem=48, num_predict=10, batch=4),
-    "base": dict(n_layer=12, d_model=768, n_head=12, d_head=64, d_inner=3072, vocab=32000, seq=512, reuse=256,
-                 mem=384, num_predict=85, batch=2),
-}
-
-
-def make_batch(cfg: dict, step: int) -> dict:
-    """Pretraining-shaped batch: two halves with their own permutation, [inp A SEP B SEP CLS] segments."""
-    from genlab.data.pretrain.permutation import (
-        local_perm,
-        prediction_slots,
-        sample_ranks,
-        two_half_perm_mask,
-    )
-
-    g = torch.Generator().manual_seed(1000 + step)
-    b, t, r, p = cfg["batch"], cfg["seq"], cfg["reuse"], cfg["num_predict"]
-    ids = torch.randint(10, cfg["vocab"], (b, t), generator=g)
-    a_len = (t - r - 3) // 2
-    ids[:, r + a_len] = 4
-    ids[:, -2:] = torch.tensor([4, 3])
-    seg = torch.zeros(b, t, dtype=torch.long)
-    seg[:, r + a_len + 1:] = 1
-    seg[:, -1] = 2
-    masks, targets = [], []
-    for lo, hi, goal in [(0, r, (p + 1) // 2), (r, t, p // 2)]:
-        n = hi - lo
-        choice = torch.rand(b, n, generator=g).argsort(-1)[:, :goal]
-        masked = torch.zeros(b, n, dtype=torch.bool).scatter_(1, choice, True)
-        out = local_perm(ids[:, lo:hi], masked, sample_ranks(n, n, (b,), generator=g))
-        masks.append(out.perm_mask)
-        targets.append(out.is_target)
-    slots = prediction_slots(ids, torch.cat(targets, 1), p)
-    return dict(input_ids=ids, token_type_ids=seg, perm_mask=two_half_perm_mask(*masks),
-                target_mapping=slots.target_mapping, target=slots.target, target_mask=slots.target_mask)
+from xlnet_step import SIZES, analytic_flops, make_batch
 
 
 def build(impl: str, cfg: dict, weights: Path):
@@ -168,15 +131,13 @@ def main() -> None:
         for proc in procs:
             proc.join()
 
-    from xlnet_mfu import analytic_flops
-
     peak = statistics.median(rates)
     flops = analytic_flops(cfg)
     tokens = cfg["batch"] * cfg["seq"]
     print(f"config={args.config} n_layer={cfg['n_layer']} batch={cfg['batch']} seq={cfg['seq']} mem={cfg['mem']} "
           f"reuse={cfg['reuse']} num_predict={cfg['num_predict']} threads={args.threads} steps={args.steps} (+{args.warmup} warmup)")
     print(f"GEMM rate (median, measured between the steps): {peak / 1e9:.1f} GFLOP/s; needed matmul FLOPs/step "
-          f"(xlnet_mfu.analytic_flops): {flops / 1e9:.1f} G")
+          f"(xlnet_step.analytic_flops): {flops / 1e9:.1f} G")
     summary = {}
     for impl in ("hf", "ours"):
         r = results[impl]
