@@ -128,3 +128,20 @@ def test_imports_never_run_up_the_layers():
     assert _upward(None, ENTRY_POINTS) == []
     below = ("genlab.tasks", "genlab.models", "genlab.nn", "genlab.data", "genlab.metrics", "genlab.interop")
     assert _upward(below, RUN_LEVEL + ENTRY_POINTS) == []
+
+
+def test_no_import_cycle_among_the_experiment_scripts():
+    """Scripts of one experiments/ folder import shared pieces from a sibling module (gemm_rate.py, xlnet_step.py),
+    never from each other in a circle."""
+    graph = {}
+    for folder in sorted(p for p in (SRC.parent / "experiments").iterdir() if p.is_dir()):
+        local = {p.stem for p in folder.glob("*.py")}
+        for path in folder.glob("*.py"):
+            names = set()
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    names.add(node.module)
+                elif isinstance(node, ast.Import):
+                    names.update(a.name for a in node.names)
+            graph[f"{folder.name}/{path.stem}"] = {f"{folder.name}/{n}" for n in names & local - {path.stem}}
+    assert _cycles(graph) == []
