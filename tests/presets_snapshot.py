@@ -5,7 +5,8 @@ be checked to change nothing.
 (``helpers.compose_config``, as ``train.py`` would see it) and writes ``tests/fixtures/presets_resolved.json``:
 canonical JSON ``{preset: config}`` with interpolations left unresolved (so environment variables and the checkout's
 location do not leak in) and keys sorted. The output is deterministic: same configs, same bytes.
-``tests/test_presets.py`` compares the current composition with it.
+``tests/test_presets.py`` compares the current composition with it. The same command rewrites the preset catalogue,
+``docs/presets.md`` (``tests/preset_catalog.py``).
 """
 
 from __future__ import annotations
@@ -98,8 +99,13 @@ def main(argv: list[str]) -> int:
         print(f"{bad} of {len(names)} preset(s) differ")
         return 1 if bad else 0
     FIXTURE.parent.mkdir(parents=True, exist_ok=True)
-    FIXTURE.write_text(to_text(snapshot()))
+    configs = snapshot()
+    FIXTURE.write_text(to_text(configs))
     print(f"wrote {FIXTURE} ({FIXTURE.stat().st_size:,} bytes)")
+    import preset_catalog  # the catalogue page is built from this snapshot: rewrite it with it
+
+    preset_catalog.write(configs)
+    print(f"wrote {preset_catalog.CATALOGUE}")
     return 0
 
 
