@@ -2,7 +2,8 @@
 
 Checked: every `genlab.<dotted.name>` in code font resolves (the longest importable module prefix, then getattr
 for the rest); every bare name in code font under a "Presets" heading is a file of conf/experiment/ (or base/);
-every `experiments/...` or `conf/...` path in code font exists.
+every `experiments/...` or `conf/...` path in code font exists; every `experiment=` of a command in a fenced block
+names a preset.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ CODE = re.compile(r"`([^`\n]+)`")
 DOTTED = re.compile(r"^genlab(\.[A-Za-z_][A-Za-z0-9_]*)+$")
 BARE = re.compile(r"^[a-z][a-z0-9_]*$")
 PATH = re.compile(r"^(experiments|conf)/[A-Za-z0-9_./-]+$")
+EXPERIMENT = re.compile(r"\bexperiment=([A-Za-z0-9_.,]+)")
 
 
 def resolve(dotted: str) -> object:
@@ -33,6 +35,17 @@ def resolve(dotted: str) -> object:
             obj = getattr(obj, name)
         return obj
     raise ModuleNotFoundError(dotted)
+
+
+def fenced_experiments(page: Path) -> list[str]:
+    """Every preset named by ``experiment=`` (comma lists split) in the page's fenced code blocks."""
+    names, fenced = [], False
+    for line in page.read_text().splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif fenced:
+            names += [n for m in EXPERIMENT.findall(line) for n in m.split(",")]
+    return names
 
 
 def code_spans(page: Path) -> list[tuple[str, str]]:
@@ -70,6 +83,7 @@ def test_code_names_presets_and_paths_resolve(page: Path):
             missing.append(f"{span}: no conf/experiment/{span}.yaml")
         elif PATH.match(span) and not (ROOT / span).exists():
             missing.append(f"{span}: no such file")
+    missing += [f"experiment={name}: no such preset" for name in fenced_experiments(page) if name not in presets]
     assert dotted_seen >= 5, f"{page.name} maps no code: expected `genlab.module.Name` entries"
     assert not missing, f"{page.relative_to(ROOT)} names what does not exist:\n" + "\n".join(missing)
 
