@@ -1,7 +1,8 @@
 """The system pages (docs/systems/*.md) name real code, presets and records, so a rename breaks CI, not the docs.
 
 Checked: every `genlab.<dotted.name>` in code font resolves (the longest importable module prefix, then getattr
-for the rest); every bare name in code font under a "Presets" heading is a file of conf/experiment/ (or base/);
+for the rest); every bare name in code font under a "Presets" heading is a file of conf/experiment/ (or base/) and, unless it is
+a `_mini`/`_midi` twin itself, has a `_mini` twin;
 every `experiments/...` or `conf/...` path in code font exists; every `experiment=` of a command in a fenced block
 names a preset.
 """
@@ -84,6 +85,10 @@ def test_code_names_presets_and_paths_resolve(page: Path):
         elif PATH.match(span) and not (ROOT / span).exists():
             missing.append(f"{span}: no such file")
     missing += [f"experiment={name}: no such preset" for name in fenced_experiments(page) if name not in presets]
+    # the pages promise a CPU twin for every paper preset they list
+    listed = {s for s, heading in code_spans(page) if "preset" in heading.lower() and s in presets}
+    missing += [f"{name}: no {name}_mini twin" for name in sorted(listed)
+                if not name.endswith(("_mini", "_midi")) and f"{name}_mini" not in presets]
     assert dotted_seen >= 5, f"{page.name} maps no code: expected `genlab.module.Name` entries"
     assert not missing, f"{page.relative_to(ROOT)} names what does not exist:\n" + "\n".join(missing)
 
