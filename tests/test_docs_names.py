@@ -1,10 +1,9 @@
 """The system pages (docs/systems/*.md) name real code, presets and records, so a rename breaks CI, not the docs.
 
 Checked: every `genlab.<dotted.name>` in code font resolves (the longest importable module prefix, then getattr
-for the rest); every bare name in code font under a "Presets" heading is a file of conf/experiment/ (or base/) and, unless it is
-a `_mini`/`_midi` twin itself, has a `_mini` twin;
-every `experiments/...` or `conf/...` path in code font exists; every `experiment=` of a command in a fenced block
-names a preset.
+for the rest); every bare name in code font under a "Presets" heading is a file of conf/experiment/ (or base/) and,
+unless it is a `_mini`/`_midi` twin itself, has a `_mini` twin; every `experiments/...` or `conf/...` path in code
+font exists; every `experiment=` of a command in a fenced block names a preset.
 """
 
 from __future__ import annotations
