@@ -95,7 +95,7 @@ LM1B_MOS_FILES = (*R.LM1B_TRAIN_SHARDS, *R.LM1B_MOS_VALID, *R.LM1B_MOS_TEST)
 
 
 def _read_lm1b_mos(root: Path, vocab: Vocab | None, num_proc: int, vocab_size: int, shuffle_seed: int):
-    """MoS 1B (spec mos.md §4, P16): lower-cased, top-``vocab_size`` vocabulary from the training shards,
+    """MoS 1B (Dai thesis App. A.3, Table A.3): lower-cased, top-``vocab_size`` vocabulary from the training shards,
     ``<eos>`` after every sentence, valid heldout-00/10 and test heldout-20/30/40."""
     vocab = R.build_lm1b_top_vocab(root, vocab_size, num_proc=num_proc) if vocab is None else vocab
     return R.read_lm1b(root, "eos", shuffle_seed, valid_shards=R.LM1B_MOS_VALID, test_shards=R.LM1B_MOS_TEST,
