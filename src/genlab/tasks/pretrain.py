@@ -207,5 +207,5 @@ class MaskedLMTask(_PretrainTask):
 
 
 def masked_fraction(batch: dict[str, Any], mask_id: int = 6) -> float:
-    """Share of input positions holding ``<mask>`` (C27: ≈12% for BERT, 0 for XLNet)."""
+    """Share of input positions holding ``<mask>`` (≈12% for BERT, 0 for XLNet)."""
     return float((batch["input_ids"] == mask_id).float().mean())

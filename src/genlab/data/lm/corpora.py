@@ -250,8 +250,9 @@ def load_lm_corpus(
     for the MoS LM1B setup ``lm1b_mos``); an unknown one is a ConfigError.
     Defaults follow the Transformer-XL pipeline; the MoS/AWD-LSTM one is ``vocab_order=first_appearance`` (and
     ``lower_case=false`` for PTB). ``vocab_file`` (a saved :class:`Vocab` JSON, e.g. the vocabulary shipped with an
-    imported checkpoint, TXL P25) encodes the corpus with that vocabulary instead of rebuilding one.
-    ``num_proc`` processes tokenise (None: the available cores, at most 8); the cache does not depend on it.
+    imported checkpoint, whose ids a rebuilt vocabulary would not reproduce) encodes the corpus with that vocabulary
+    instead of rebuilding one. ``num_proc`` processes tokenise (None: the available cores, at most 8); the cache does
+    not depend on it.
     """
     ds = DATASETS.get(name)
     if ds is None:

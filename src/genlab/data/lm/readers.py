@@ -207,7 +207,7 @@ def _separated_chunks(path: Path, chunk: int | None = None) -> Iterable[tuple[in
 def parse_decimal_bytes(path: Path, keep_newlines: bool = False) -> np.ndarray:
     """Decimal byte values of an enwik8-format file, in order; a newline becomes byte 10 only if ``keep_newlines``.
 
-    The official pipeline reads line by line without ``<eos>``, so newline bytes are dropped (TXL P12).
+    The official pipeline reads line by line without ``<eos>``, so newline bytes are dropped.
     """
     parts = [_parse_decimal_chunk(buf, off, path, keep_newlines) for off, buf in _separated_chunks(Path(path))]
     values = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int16)
@@ -347,7 +347,7 @@ def lm1b_stream(sentences: Sequence[str], vocab: Vocab, convention: str, where: 
 
     pytorch (default): consecutive sentences share one ``<S>`` boundary, so each sentence contributes its words and
     one closing ``<S>`` as targets and ``<S> -> <S>`` is never scored. ``opening`` writes the very first ``<S>``.
-    tf: the blocks are concatenated, which also scores each closing-to-opening ``<S> -> <S>`` (TXL P13).
+    tf: the blocks are concatenated, which also scores each closing-to-opening ``<S> -> <S>``.
     eos: MoS / AWD-LSTM ``data.py``, ``w1..wn <eos>`` per sentence and no opening symbol.
     """
     if convention == "eos":
