@@ -101,7 +101,7 @@ def two_circles(n: int = 2000, seed: int = 0, radii: tuple[float, float] = (1.0,
     return np.concatenate(xs).astype(np.float32), np.concatenate(ys)
 
 
-PAPER_N = 100_000  # points per density data set in the paper (the authors' code)
+PAPER_N = 100_000  # points per density data set in the paper (Dai thesis App. B.5.1)
 DENSITY_SETS = {"gmm4": gmm4, "biased_gmm2": biased_gmm2, "two_spirals": two_spirals}
 
 
