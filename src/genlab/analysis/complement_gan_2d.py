@@ -1,4 +1,4 @@
-"""The bad-GAN 2-D case study (bad-GAN spec §5.3, §7 check 17): a complement generator on four spins and a
+"""The bad-GAN 2-D case study (Yang thesis §3.1.4, Figs. 3.2-3.5): a complement generator on four spins and a
 feature-matching generator with a 2-D feature space on two circles, against supervised-only training.
 
 Every model is trained by ``train.py`` with the presets ``bad_gan_toy2d_spins`` and ``bad_gan_toy2d_circles`` (the
@@ -40,7 +40,8 @@ def grid_points(lim: float = 2.0, n: int = 200) -> Tensor:
 
 def boundary_in_fake_region(logits: Tensor, n: int) -> float:
     """Among grid points where the predicted class differs from a 4-neighbour (both sides of each change), the
-    fraction with max_k l_k < 0, i.e. inside the region D calls fake (spec §7 check 17)."""
+    fraction with max_k l_k < 0, i.e. inside the region D calls fake (Yang thesis §3.1.4: the
+    decision boundary lies in the complement)."""
     pred = logits.argmax(1).view(n, n)
     change = torch.zeros(n, n, dtype=torch.bool)
     rows, cols = pred[:-1] != pred[1:], pred[:, :-1] != pred[:, 1:]
@@ -54,7 +55,7 @@ def boundary_in_fake_region(logits: Tensor, n: int) -> float:
 
 def features_between(f_real: Tensor, y: Tensor, f_gen: Tensor) -> float:
     """Fraction of generated features whose projection on the segment joining the two class feature means falls
-    strictly inside it (spec §5.3 item 2: FM features lie between the two classes' features)."""
+    strictly inside it (Yang thesis §3.1.4: FM features lie between the two classes' features)."""
     m0, m1 = f_real[y == 0].mean(0), f_real[y == 1].mean(0)
     t = ((f_gen - m0) @ (m1 - m0)) / (m1 - m0).pow(2).sum()
     return float(((t > 0) & (t < 1)).float().mean())

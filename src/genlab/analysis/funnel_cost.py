@@ -1,4 +1,4 @@
-"""Compute cost of Funnel-Transformer layouts (spec funnel_transformer.md §2.9, §6; thesis §5.2.3, Tables 5.1, 5.7,
+"""Compute cost of Funnel-Transformer layouts (Dai thesis §5.2.3, §5.3.4, Tables 5.1, 5.7,
 5.10).
 
 * ``table_flops_ratio``: the thesis' estimator, "linear complexity w.r.t. the sequence length": a layer in block b
@@ -23,7 +23,7 @@ from genlab.models.funnel_structure import can_pool, pooled_length
 
 def table_flops_ratio(block_sizes: Sequence[int], block_repeats: Sequence[int] | None = None,
                       num_decoder_layers: int = 0, baseline_layers: int = 12) -> float:
-    """``(sum_b L_b r_b / 2^b + n_dec) / baseline_layers`` (thesis Table 5.1 caption; spec check 11)."""
+    """``(sum_b L_b r_b / 2^b + n_dec) / baseline_layers`` (thesis Table 5.1 caption)."""
     repeats = block_repeats or [1] * len(block_sizes)
     cost = sum(size * rep / 2**b for b, (size, rep) in enumerate(zip(block_sizes, repeats)))
     return (cost + num_decoder_layers) / baseline_layers

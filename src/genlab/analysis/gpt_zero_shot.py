@@ -1,4 +1,5 @@
-"""Zero-shot behaviours of a pretrained GPT LM (seed 003 §5 "Zero-shot Behaviors", Figure 2 right; spec gpt.md §5.4):
+"""Zero-shot behaviours of a pretrained GPT LM (Radford et al. 2018, §5 "Zero-shot Behaviors",
+Figure 2 right):
 heuristic task solvers that read only the LM's next-token probabilities, applied to checkpoints taken during
 pretraining, to see whether the generative objective learns task-relevant functionality as it trains.
 

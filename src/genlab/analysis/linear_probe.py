@@ -1,4 +1,4 @@
-"""Linear probe on frozen discriminator features (cegan spec §4.5 / §5.4, S001 Table B.3): the activations feeding
+"""Linear probe on frozen discriminator features (Dai thesis App. B.8.5, Table B.3): the activations feeding
 the discriminator's final linear layer are extracted in eval mode, standardised on the training split, and a
 multinomial logistic regression (scikit-learn) is fitted on them; the score is its test error in percent."""
 

@@ -1,4 +1,4 @@
-"""Relative effective context length (RECL): Transformer-XL spec §5.3 and check C18, the seed's Table 2.9.
+"""Relative effective context length (RECL) of Yang thesis §2.1.4, Table 2.9.
 
 RECL is defined on a *group* of models that share one baseline. With ``l_i(c, t)`` the loss of model i on token
 t seeing c previous tokens:
@@ -98,7 +98,7 @@ def recl_table(group: GroupLosses, rs: Sequence[float] = (0.1, 0.5, 1.0), c0: in
 @torch.no_grad()
 def window_losses(model: torch.nn.Module, tokens: Tensor, context: int, positions: Tensor,
                   batch_size: int = 64) -> np.ndarray:
-    """Strict mode (spec §5.3 (a)): the loss on each ``tokens[t]`` for t in ``positions`` seeing exactly the
+    """Strict mode: the loss on each ``tokens[t]`` for t in ``positions`` seeing exactly the
     ``context`` tokens before it, without memory, as a vanilla sliding window. ``model(input_ids, target)`` returns
     an LMOutput whose ``nll`` is [B, T]; a Transformer-XL's memory is switched off for the call."""
     if int(positions.min()) < context:
@@ -122,7 +122,7 @@ def window_losses(model: torch.nn.Module, tokens: Tensor, context: int, position
 @torch.no_grad()
 def memory_losses(model: torch.nn.Module, tokens: Tensor, context: int, positions: Tensor,
                   tgt_len: int) -> np.ndarray:
-    """``attn_len`` mode (spec §5.3 (b)): stream the tokens in segments of ``tgt_len`` with evaluation memory
+    """``attn_len`` mode: stream the tokens in segments of ``tgt_len`` with evaluation memory
     M = ``context`` and ``same_length`` (every query attends to the same number of keys, as in the ablation's "Attn
     Len" column). Cheap, but information beyond M can still reach a token through the layers' cached states."""
     saved = {k: getattr(model, k) for k in ("mem_len", "ext_len", "same_length")}

@@ -1,4 +1,4 @@
-"""Empirical rank of a language model's log-probability matrix (MoS spec §5.2, Table A.6, P13).
+"""Empirical rank of a language model's log-probability matrix (Dai thesis App. A.3.3, Table A.6).
 
 Stack ``log P(.|context)`` over the contexts of a token stream into a [T, M] matrix A and count the singular
 values above the Numerical-Recipes round-off threshold ``0.5 * sqrt(T + M + 1) * sigma_max * eps``, where ``eps``
@@ -81,9 +81,9 @@ def collect_log_probs(model: nn.Module, tokens: Tensor, bptt: int = 70, dtype: t
 
 
 def bottleneck_fit(target_log_p: Tensor, d: int, k: int, steps: int = 3000, lr: float = 0.05, seed: int = 1) -> float:
-    """Spec C4: fit free context vectors [N, K, d], word vectors [M, d] and priors [N, K] to a target
-    distribution matrix by Adam on the mean KL; K = 1 is a Softmax, K > 1 a mixture of softmaxes. Returns the
-    final mean KL(target || model): a Softmax with d < rank - 1 cannot reach 0 (Corollary 1)."""
+    """The rank argument of Dai thesis App. A.2: fit free context vectors [N, K, d], word vectors [M, d] and
+    priors [N, K] to a target distribution matrix by Adam on the mean KL; K = 1 is a Softmax, K > 1 a mixture of
+    softmaxes. Returns the final mean KL(target || model): a Softmax with d < rank - 1 cannot reach 0 (Corollary 1)."""
     gen = torch.Generator().manual_seed(seed)
     n, m = target_log_p.shape
     target_log_p = target_log_p.float()

@@ -1,5 +1,6 @@
 """Pictures of a GAN's evaluation: a grid of generated samples and, with a density model, the histogram of log p of
-generated vs real images with the low-density threshold (bad-GAN spec Table 3.2's max log p).
+generated vs real images with the low-density threshold (the max log p column of Yang thesis
+Table 3.2).
 
 The task evaluates and keeps what it drew in ``pl_module.eval_samples`` (``samples``: generated images; ``logp``:
 their log density, when it has a density model); :class:`GANSampleImages` turns that into images after each
@@ -54,8 +55,8 @@ def save_png(img: Tensor, path: Path) -> None:
 
 
 def logp_histogram(gen: Tensor, real: Tensor | None, threshold: float, step: int) -> Tensor:
-    """Low-density statistics as a picture (S000 Table 3.2's max log p): density-model log p of generated samples
-    vs real reference images, with the LD threshold ε; returned as a [3, H, W] image in [0, 1]."""
+    """Low-density statistics as a picture (the max log p of Yang thesis Table 3.2): density-model log p of generated
+    samples vs real reference images, with the LD threshold ε; returned as a [3, H, W] image in [0, 1]."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only; never needs a display

@@ -137,8 +137,9 @@ def standard_evaluation(cfg: DictConfig, task, datamodule) -> dict[str, float]:
 
 
 def dynamic_evaluation(cfg: DictConfig, task, datamodule) -> dict[str, float]:
-    """Dynamic evaluation (MoS spec §3.4): gradient statistics on train, then adapt while scoring each split
-    with batch 1. Works for any recurrent LM of the protocol; AWD checkpoints use their NT-ASGD average."""
+    """Dynamic evaluation (Krause et al. 2017; Dai thesis Table A.9): gradient statistics on train, then adapt while
+    scoring each split with batch 1. Works for any recurrent LM of the protocol; AWD checkpoints use their NT-ASGD
+    average."""
     from genlab.tasks.awd_lm import averaged_weights
     from genlab.tasks.dynamic_eval import dynamic_evaluate, gradient_statistics
 

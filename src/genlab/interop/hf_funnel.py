@@ -1,4 +1,4 @@
-"""Import/export Hugging Face Funnel-Transformer checkpoints (spec funnel_transformer.md §2.10).
+"""Import/export Hugging Face Funnel-Transformer checkpoints (``FunnelModel`` / ``FunnelBaseModel`` layout).
 
 | ours | HF |
 |---|---|
@@ -22,7 +22,8 @@ HF has no ``top_attn`` pooling, ``absolute`` attention, input projection (``d_em
 or CLS mask decoupled from ``separate_cls``: such models do not export (CheckpointError). HF pools the key mask
 "all real" (``mask_pool=all_real``); an imported model keeps our configured ``mask_pool`` (default: the original
 ``any_real``, which the published weights were trained with), so outputs match HF exactly only under
-``all_real`` or when no pooling window straddles the padding boundary (spec §2.5). Loading is strict.
+``all_real`` or when no pooling window straddles the padding boundary (pooling as in the authors' code, see
+docs/systems/funnel.md). Loading is strict.
 """
 
 from __future__ import annotations

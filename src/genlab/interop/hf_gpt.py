@@ -1,5 +1,5 @@
 """Import/export Hugging Face OpenAI GPT checkpoints (``OpenAIGPTModel``, ``OpenAIGPTLMHeadModel``,
-``OpenAIGPTDoubleHeadsModel``) into ``genlab.models.gpt`` (spec gpt.md §2.7).
+``OpenAIGPTDoubleHeadsModel``) into ``genlab.models.gpt``.
 
 Parameter mapping (ours <- HF, per block i; HF's ``Conv1D`` stores weights [in, out], our ``nn.Linear`` [out, in],
 so every block matrix is transposed; q | k | v stay the column blocks of the fused projection):

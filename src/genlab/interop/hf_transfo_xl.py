@@ -1,4 +1,4 @@
-"""Import/export Hugging Face 4.35 ``TransfoXLLMHeadModel`` checkpoints (spec TXL §2.13).
+"""Import/export Hugging Face 4.35 ``TransfoXLLMHeadModel`` checkpoints (the layout of the published WT103 model).
 
 The HF layout names the same tensors as ours (fused q|k|v head-major, r_net, o_net, LayerNorms, adaptive
 tables and projections [d_model, d_i]); only the names differ, so the mapping is a rename table. Tied keys

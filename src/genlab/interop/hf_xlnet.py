@@ -1,4 +1,4 @@
-"""Import/export Hugging Face ``XLNetModel`` / ``XLNetLMHeadModel`` checkpoints (spec xlnet.md §2.13).
+"""Import/export Hugging Face ``XLNetModel`` / ``XLNetLMHeadModel`` checkpoints (the released XLNet weights).
 
 Our parameter names equal HF ``XLNetLMHeadModel`` keys, so the mapping is the identity plus three rules:
 an ``XLNetModel`` checkpoint has no ``transformer.`` prefix and no LM bias (the bias stays 0); ``lm_loss.weight``

@@ -1,5 +1,5 @@
-"""Evaluation statistics of the calibrated energy-based GAN (cegan spec §4, Table B.2, §7 check 18): distributions
-on a regular 2-D grid and the KL divergences between them, the energy-ranking correlation and the Inception Score.
+"""Evaluation statistics of the calibrated energy-based GAN (Dai thesis App. B.5, B.8.2, Table B.2): distributions on
+a regular 2-D grid and the KL divergences between them, the energy-ranking correlation and the Inception Score.
 
 Grid protocol: an ``n x n`` canvas spans the data range extended by half the half-range on each side; the
 empirical and generated distributions are normalised histograms of points at their nearest cell centre, the data

@@ -1,8 +1,8 @@
-"""Official metric of each GLUE task and the text-classification error rate (spec xlnet.md §5.3), on torchmetrics.
+"""Official metric of each GLUE task and the text-classification error rate (XLNet paper §3.4-§3.5), on torchmetrics.
 
 ``metric`` kinds: ``mcc`` (CoLA: Matthews correlation), ``acc_f1`` (MRPC/QQP: accuracy and binary F1 of class 1),
 ``corr`` (STS-B: Pearson and Spearman), ``acc`` (MNLI, QNLI, RTE, SST-2, WNLI), ``error`` (text classification:
-``100 − 100·accuracy`` plus accuracy). Values are fractions except ``error`` (percent, as the seeds' tables).
+``100 − 100·accuracy`` plus accuracy). Values are fractions except ``error`` (percent, as the papers' tables).
 """
 
 from __future__ import annotations

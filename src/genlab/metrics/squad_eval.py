@@ -1,4 +1,5 @@
-"""SQuAD 1.1 / 2.0 scores with exactly the semantics of the two official evaluation scripts (spec xlnet.md §5.4).
+"""SQuAD 1.1 / 2.0 scores with exactly the semantics of the two official evaluation scripts (the scores XLNet
+paper §3.3 reports).
 
 Both normalise answers the same way (lower-case, drop ASCII punctuation and the articles a/an/the, collapse
 whitespace) and take the max over the gold answers, but they differ in ways that move reported numbers:

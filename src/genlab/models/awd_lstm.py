@@ -1,8 +1,8 @@
 """AWD-LSTM language model with a Softmax, Mixture-of-Softmaxes or Mixture-of-Contexts output layer.
 
-MoS spec §2.4: embedding-row dropout -> locked dropout -> L weight-dropped LSTM layers with locked dropout
-between them -> locked dropout on the top output ``g`` -> head. Follows the recurrent-LM protocol
-(CONTRIBUTING.md): ``model(input_ids, target, memory) -> LMOutput``; ``memory`` is the list of per-layer
+AWD-LSTM (Merity et al. 2018) as the MoS code builds it: embedding-row dropout -> locked dropout -> L weight-dropped
+LSTM layers with locked dropout between them -> locked dropout on the top output ``g`` -> head. Follows the recurrent-LM
+protocol (CONTRIBUTING.md): ``model(input_ids, target, memory) -> LMOutput``; ``memory`` is the list of per-layer
 ``(h, c)`` states, detached (truncated BPTT). ``run`` also returns the activations AR/TAR need.
 """
 

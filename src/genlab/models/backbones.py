@@ -6,7 +6,7 @@ A finetuning head only needs two things from a pretrained network::
     pooled = backbone.summary(hidden)                                       # [B, d] sequence summary
 
 XLNet puts ``<cls>`` last (left padding), so its summary is ``dropout(tanh(W h_T + b))`` with a freshly initialised
-projection (spec xlnet.md §5.1, ``summary_type=last, use_summ_proj``; ``genlab.models.heads.SequenceSummary``, also
+projection (the authors' code, ``summary_type=last, use_summ_proj``; ``genlab.models.heads.SequenceSummary``, also
 the pretraining NSP head). BERT puts ``[CLS]`` first and its summary is
 the pretrained pooler ``tanh(W h_0 + b)`` followed by dropout. Funnel/GPT adapters implement the same two methods.
 ``cls_position`` tells data builders where the summary token sits. Layer parameters keep the ``...layer.<l>.``
@@ -50,7 +50,7 @@ class XLNetBackbone(nn.Module):
     def __init__(self, model: XLNetModel | XLNetLMHeadModel, summary_dropout: float = 0.1, init_std: float = 0.02):
         super().__init__()
         self.transformer = model.transformer if isinstance(model, XLNetLMHeadModel) else model
-        # finetuning runs the plain bidirectional encoder (spec §5.1)
+        # finetuning runs the plain bidirectional encoder (no permutation, no memory)
         self.transformer.mem_len, self.transformer.attn_type, self.transformer.bi_data = 0, "bi", False
         self.d_model, self.n_layer = self.transformer.d_model, self.transformer.n_layer
         self.sequence_summary = SequenceSummary(self.d_model, dropout=summary_dropout, init_std=init_std)
@@ -99,11 +99,11 @@ _FUNNEL_DECODER = re.compile(r"(?:^|\.)funnel\.decoder\.layers\.(\d+)\.")
 class FunnelBackbone(nn.Module):
     """Funnel body of a pretraining model (the discriminator for ELECTRA; generator and heads dropped). Sequence
     tasks read the encoder only (length T_M) and summarise its [CLS] row 0 as ``dropout(tanh(W h_0 + b))`` with a
-    fresh projection (spec funnel_transformer.md §2.7, HF ``FunnelClassificationHead`` = this summary followed by
+    fresh projection (the authors' code; HF ``FunnelClassificationHead`` = this summary followed by
     ``heads.ClassificationHead``); ``use_decoder=True`` keeps the decoder for token-level tasks (SQuAD); a 1-block
     model (the L-layer baselines) is full length without one.
 
-    Layer-wise learning-rate decay follows the original code (spec §3.2): ``layer_depth`` gives the embedding id 0,
+    Layer-wise learning-rate decay follows the original code: ``layer_depth`` gives the embedding id 0,
     encoder layer k id k + 1 and decoder layer i id ``n_encoder + 1 + i``, over ``n_depth_ids`` ids."""
 
     cls_position = "first"

@@ -1,4 +1,5 @@
-"""Networks of the complement ("bad") GAN for semi-supervised learning (bad-GAN spec §2.5).
+"""Networks of the complement ("bad") GAN for semi-supervised learning: the architectures of
+the authors' code (kimiyoung/ssl_bad_gan), which follow Salimans et al. 2016 (Dai thesis App. C.6).
 
 Discriminators return ``(logits [B, K], features h(x) [B, d])``: the K real-class logits (the fake logit is the
 constant 0, applied by the losses) and the penultimate layer used by feature matching and the pull-away term.
@@ -23,7 +24,7 @@ from genlab.nn.mlp import mlp_layers
 
 
 class MLPDiscriminator(nn.Module):
-    """MNIST D (§2.5.1): noise -> [WN-Linear, ReLU] per hidden size, noise before every later layer."""
+    """MNIST D: noise -> [WN-Linear, ReLU] per hidden size, noise before every later layer."""
 
     def __init__(self, in_dim: int = 784, hidden: Sequence[int] = (1000, 500, 250, 250, 250), n_classes: int = 10,
                  input_noise: float = 0.3, hidden_noise: float = 0.5, weight_std: float = 0.1) -> None:
@@ -46,7 +47,7 @@ class MLPDiscriminator(nn.Module):
 
 
 class MLPGenerator(nn.Module):
-    """MNIST G (§2.5.2): [Linear(no bias), BN, Softplus] per hidden size, WN-Linear (trainable g), Sigmoid."""
+    """MNIST G: [Linear(no bias), BN, Softplus] per hidden size, WN-Linear (trainable g), Sigmoid."""
 
     def __init__(self, z_dim: int = 100, hidden: Sequence[int] = (500, 500), out_dim: int = 784,
                  bn_gamma: str = "uniform01", weight_std: float = 0.1) -> None:
@@ -66,7 +67,7 @@ class MLPGenerator(nn.Module):
 
 
 class MLPEncoder(nn.Module):
-    """MNIST q(z|x) (§2.5.3) for the FM+VI row: returns (mu, log_sigma), each [B, z_dim]."""
+    """MNIST q(z|x) for the FM+VI row: returns (mu, log_sigma), each [B, z_dim]."""
 
     def __init__(self, in_dim: int = 784, hidden: Sequence[int] = (500, 500), z_dim: int = 100,
                  bn_gamma: str = "uniform01", weight_std: float = 0.1) -> None:
@@ -86,7 +87,7 @@ class MLPEncoder(nn.Module):
 
 
 class ConvDiscriminator(nn.Module):
-    """SVHN / CIFAR-10 D (§2.5.4). ``spatial_dropout`` picks Dropout2d (SVHN) or Dropout (CIFAR) inside."""
+    """SVHN / CIFAR-10 D. ``spatial_dropout`` picks Dropout2d (SVHN) or Dropout (CIFAR) inside."""
 
     def __init__(self, n1: int = 64, n2: int = 128, n_classes: int = 10, in_channels: int = 3,
                  input_noise: float = 0.05, input_dropout: float = 0.15, inner_dropout: float = 0.5,
@@ -112,7 +113,7 @@ class ConvDiscriminator(nn.Module):
 
 
 class ConvGenerator(nn.Module):
-    """SVHN / CIFAR-10 G (§2.5.5): z -> 512x4x4 -> 256x8x8 -> 128x16x16 -> 3x32x32 in (-1, 1)."""
+    """SVHN / CIFAR-10 G: z -> 512x4x4 -> 256x8x8 -> 128x16x16 -> 3x32x32 in (-1, 1)."""
 
     def __init__(self, z_dim: int = 100, out_channels: int = 3, bn_gamma: str = "uniform01",
                  init: str = "torch_default", weight_std: float = 0.05) -> None:
@@ -141,7 +142,7 @@ class ConvGenerator(nn.Module):
 
 
 class ConvEncoder(nn.Module):
-    """CIFAR-10 q(z|x) (§2.5.6): three stride-2 convs with BN/ReLU, then a WN-Linear head to (mu, log_sigma)."""
+    """CIFAR-10 q(z|x): three stride-2 convs with BN/ReLU, then a WN-Linear head to (mu, log_sigma)."""
 
     def __init__(self, in_channels: int = 3, z_dim: int = 100, bn_gamma: str = "uniform01",
                  weight_std: float = 0.05) -> None:
@@ -160,8 +161,8 @@ class ConvEncoder(nn.Module):
 
 
 class ToyDiscriminator(nn.Module):
-    """2-D toy D (spec §5.3, §7 check 17): [Linear, ReLU] per hidden size, then K logits; h(x) is the last hidden
-    layer. ``linear_features`` drops that layer's ReLU, so a 2-D feature space is not folded into a quadrant (the
+    """2-D toy D (the case study of Yang thesis §3.1.4): [Linear, ReLU] per hidden size, then K logits; h(x) is the last
+    hidden layer. ``linear_features`` drops that layer's ReLU, so a 2-D feature space is not folded into a quadrant (the
     two-circles feature plot)."""
 
     def __init__(self, in_dim: int = 2, hidden: Sequence[int] = (128, 128), n_classes: int = 4,
@@ -181,7 +182,7 @@ class ToyDiscriminator(nn.Module):
 
 def sample_noise(n: int, z_dim: int, device: torch.device | str = "cpu",
                  generator: torch.Generator | None = None) -> Tensor:
-    """The bad-GAN prior: z_j ~ U(0, 1) i.i.d. (spec pitfall 11)."""
+    """The bad-GAN prior: z_j ~ U(0, 1) i.i.d. (as the authors' code draws it)."""
     return torch.rand(n, z_dim, device=device, generator=generator)
 
 

@@ -1,4 +1,5 @@
-"""BERT encoder with masked-LM and next-sentence heads: the baseline of XLNet (spec §4.1, BERT recipe).
+"""BERT encoder with masked-LM and next-sentence heads: the baseline of XLNet (Devlin et al. 2019;
+XLNet paper Eq. (2)).
 
 Post-LN Transformer encoder with learned absolute positions and token types, biased q/k/v/out projections and
 fused attention (``F.scaled_dot_product_attention``). Module names follow the Hugging Face ``BertForPreTraining``

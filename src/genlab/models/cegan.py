@@ -1,4 +1,4 @@
-"""Networks of the calibrated energy-based GAN (cegan spec §2.7): the discriminator emits a scalar score per
+"""Networks of the calibrated energy-based GAN (Dai thesis App. B.8.1): the discriminator emits a scalar score per
 sample (the energy is score or softplus(−score), chosen by the task); the generator maps z to samples; the
 optional inference net q(z|x) emits (mu, log_sigma) for the variational entropy bound."""
 

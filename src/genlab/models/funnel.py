@@ -1,4 +1,4 @@
-"""Funnel-Transformer encoder, decoder and heads (spec funnel_transformer.md §2; thesis ch. 5).
+"""Funnel-Transformer encoder, decoder and heads (Dai thesis ch. 5).
 
 The encoder is a sequence of blocks of post-LN relative-attention layers; between blocks the sequence is halved
 by window-2 pooling (mean / max / top-attention) and the first layer of the new block attends from the pooled
@@ -59,7 +59,8 @@ CLS_MASKS = ("auto", "always", "never")
 
 
 class FunnelRelAttention(nn.Module):
-    """Relative multi-head attention of one Funnel layer with its residual and LayerNorm (spec §2.3).
+    """Relative multi-head attention of one Funnel layer with its residual and LayerNorm (Dai thesis
+    Eq. (5.1); relative attention as the authors' code).
 
     ``A = s(q+u)·k + C·[s(q+v)·(phi(pq-pk) W_r) + s(q+b_s)·seg_embed[S]] - 1e6·hidden_key``; the content term runs
     inside ``genlab.nn.relative_attention.attend`` (SDPA with the other terms as an fp32 additive bias). Unlike
@@ -176,8 +177,9 @@ class EncoderOutput:
 
 
 class FunnelEncoder(nn.Module):
-    """Blocks of layers with pooling between them (spec §2.4). ``layer`` holds the distinct layers, flat over
-    blocks; block b applies each of its ``block_sizes[b]`` layers ``block_repeats[b]`` times in a row."""
+    """Blocks of layers with pooling between them (Dai thesis §5.2.2, Eq. (5.3)-(5.4)). ``layer`` holds the distinct
+    layers, flat over blocks; block b applies each of its ``block_sizes[b]`` layers ``block_repeats[b]`` times in a
+    row."""
 
     def __init__(self, block_sizes: tuple[int, ...], block_repeats: tuple[int, ...], d_model: int, n_head: int,
                  d_head: int, d_inner: int, dropout: float, dropatt: float, dropact: float, activation: str,
@@ -244,7 +246,7 @@ class FunnelEncoder(nn.Module):
 
 
 def top_attention_index(probs: Tensor | None, keep: int, separate_cls: bool) -> Tensor:
-    """Top-attention pooling (ablation (6), spec §2.4, our choices where the thesis is silent): score each
+    """Top-attention pooling (ablation (6) of Dai thesis Table 5.7, our choices where the thesis is silent): score each
     position by the attention it receives in the previous layer (summed over heads and queries), keep the ``keep``
     best in their original order, [CLS] always when separate. Returns [B, keep] indices."""
     if probs is None or probs.shape[-1] != probs.shape[-2]:
@@ -260,7 +262,7 @@ def top_attention_index(probs: Tensor | None, keep: int, separate_cls: bool) -> 
 
 
 class FunnelDecoder(nn.Module):
-    """``g = h_1 + upsample(h_M)`` then full-length layers on the level-0 structures (spec §2.6)."""
+    """``g = h_1 + upsample(h_M)`` then full-length layers on the level-0 structures (Dai thesis Eq. (5.5))."""
 
     def __init__(self, n_layer: int, separate_cls: bool, **layer_kw) -> None:
         super().__init__()
@@ -280,7 +282,7 @@ class FunnelDecoder(nn.Module):
 
 
 class FunnelEmbeddings(nn.Module):
-    """``Dropout(LayerNorm(E[x]))``: no position or segment embedding, those enter the attention (spec §2.2);
+    """``Dropout(LayerNorm(E[x]))``: no position or segment embedding, those enter the attention (authors' code);
     with ``absolute=True`` (ablation (4)) ``E[x] + P[pos] + S[seg mod 2]`` before the LayerNorm."""
 
     def __init__(self, vocab_size: int, d_embed: int, dropout: float, layer_norm_eps: float, absolute: bool = False,
@@ -316,7 +318,7 @@ class FunnelOutput:
 
 
 class FunnelModel(nn.Module):
-    """Embeddings + encoder (+ decoder when ``use_decoder``). Defaults: B6-6-6H768 (spec §2.1).
+    """Embeddings + encoder (+ decoder when ``use_decoder``). Defaults: B6-6-6H768 (Dai thesis §5.3.1).
 
     ``block_sizes``/``block_repeats``: distinct layers per block and how often each is applied in a row
     (``B6-3x2-3x2`` = (6, 3, 3) x (1, 2, 2)). ``d_embed`` != ``d_model`` adds an input projection (the ELECTRA
@@ -382,7 +384,7 @@ class FunnelModel(nn.Module):
 
     def reset_parameters(self) -> None:
         """Original init: truncated normal (±2σ, σ = init_std) for embeddings, every weight matrix, r_* and
-        seg_embed; zero biases; LayerNorm (1, 0) (spec §2.9)."""
+        seg_embed; zero biases; LayerNorm (1, 0) (the authors' code)."""
         std = self.init_std
         for name, p in self.named_parameters():
             if name.endswith("bias") and not name.split(".")[-1].startswith("r_"):
@@ -425,7 +427,7 @@ def _check(block_sizes: tuple[int, ...], block_repeats: tuple[int, ...], d_model
 
 
 class FunnelMLMHead(nn.Module):
-    """``logits = LayerNorm(gelu(h W_p + b_p)) Eᵀ + b`` with E the (tied) input embedding, in fp32 (spec §2.7).
+    """``logits = LayerNorm(gelu(h W_p + b_p)) Eᵀ + b`` with E the (tied) input embedding, in fp32.
     ``transform=False`` gives HF ``FunnelForMaskedLM``'s head, ``h Eᵀ + b`` (needs d_model = d_embed)."""
 
     def __init__(self, d_model: int, d_embed: int, vocab_size: int, layer_norm_eps: float = 1e-9,
@@ -462,7 +464,7 @@ class FunnelDiscriminatorHead(nn.Module):
 
 
 def init_head(module: nn.Module, std: float) -> None:
-    """Truncated normal weights, zero biases, LayerNorm (1, 0), as the backbone (spec §2.9)."""
+    """Truncated normal weights, zero biases, LayerNorm (1, 0), as the backbone."""
     for m in module.modules():
         if isinstance(m, nn.Linear):
             nn.init.trunc_normal_(m.weight, std=std, a=-2 * std, b=2 * std)

@@ -1,5 +1,5 @@
-"""Funnel-Transformer pretraining models: MLM and ELECTRA generator + discriminator (spec funnel_transformer.md
-§2.7-§2.8, thesis §5.2.1).
+"""Funnel-Transformer pretraining models: MLM and ELECTRA generator + discriminator (Dai thesis
+§5.2.1, §5.3).
 
 Both take exactly ``FunnelModel``'s constructor arguments (the body: the discriminator for ELECTRA) plus their own,
 so one model config serves pretraining and, through ``genlab.models.backbones.adapt``, finetuning.
@@ -96,8 +96,8 @@ class FunnelForMaskedLM(nn.Module):
 
 
 def generator_sizes(d_model: int, n_head: int, d_inner: int, width_shrink: float) -> dict[str, int]:
-    """Generator ``d_model``, ``n_head``, ``d_inner``: the discriminator's times ``width_shrink`` (spec §2.8,
-    check 21: 768/12/3072 -> 192/3/768); they must come out whole."""
+    """Generator ``d_model``, ``n_head``, ``d_inner``: the discriminator's times ``width_shrink`` (ELECTRA's
+    smaller generator, e.g. 768/12/3072 -> 192/3/768); they must come out whole."""
     sizes = {}
     for key, value in (("d_model", d_model), ("n_head", n_head), ("d_inner", d_inner)):
         scaled = value * width_shrink

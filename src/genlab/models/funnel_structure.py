@@ -1,14 +1,15 @@
-"""Attention structures of the Funnel-Transformer under pooling (spec funnel_transformer.md §2.3-§2.6).
+"""Attention structures of the Funnel-Transformer under pooling (Dai thesis §5.2.2; the
+bookkeeping follows the authors' code).
 
 A *level* is one sequence length of the encoder: level 0 is the input, level b the output of b poolings. A level
 holds per-position structures: positions, token types, which keys are hidden (padding, and [MASK] for the
 original MLM), and which position is the [CLS] that the CLS mask exempts from the positional and segment terms.
-The pairwise structures of §2.3 (distances, segment-equality matrix S, CLS mask C, key mask) are built from a
-(query level, key level) pair once per forward and shared by every layer attending between those levels.
-Stride-pooling the rows or columns of a pairwise structure (as HF and the original code do) equals building it
-from the stride-pooled per-position structures, which is what happens here.
+The pairwise structures of the relative attention (distances, segment-equality matrix S, CLS mask C, key mask) are built
+from a (query level, key level) pair once per forward and shared by every layer attending between those levels.
+Stride-pooling the rows or columns of a pairwise structure (as HF and the original code do) equals building it from the
+stride-pooled per-position structures, which is what happens here.
 
-Positions (§2.5): level 0 is ``0..T-1``; a pooled token sits at the position of the first token of its window;
+Positions: level 0 is ``0..T-1``; a pooled token sits at the position of the first token of its window;
 with a separate [CLS], the [CLS] of level b sits one stride before position 1, at ``1 - 2^b``, so every
 mean/max-pooled level is an arithmetic progression ("regular") and the relative-shift trick applies.
 """
@@ -22,7 +23,7 @@ from torch import Tensor, nn
 
 from genlab.nn.positional import sinusoid_table
 
-CLS_SEGMENT = 2  # token type of [CLS]: "same segment" as every token (spec §2.3)
+CLS_SEGMENT = 2  # token type of [CLS]: "same segment" as every token
 MASK_VALUE = 1e6  # subtracted from the scores of hidden keys, in fp32 (finite: a fully hidden row stays finite)
 POSITIONAL_MODES = ("rel_shift", "gather", "factorized", "absolute")
 MASK_POOLS = ("any_real", "all_real")
@@ -53,7 +54,7 @@ def input_level(seq_len: int, token_type_ids: Tensor | None, hidden: Tensor | No
 
 
 def pool_windows(x: Tensor, reduce: str, separate_cls: bool, truncate_seq: bool) -> Tensor:
-    """Window-2, stride-2 pooling along dim 1 of ``x`` [B, T, ...] (spec §2.4, check 29).
+    """Window-2, stride-2 pooling along dim 1 of ``x`` [B, T, ...] (Dai thesis Eq. (5.3)).
 
     With ``separate_cls`` row 0 passes through untouched and the windows cover rows 1.. (rows 1..T-2 with
     ``truncate_seq``: the last row is dropped); otherwise the windows cover every row, [CLS] included. An odd
@@ -83,7 +84,7 @@ def pool_windows(x: Tensor, reduce: str, separate_cls: bool, truncate_seq: bool)
 
 def pooled_length(length: int, separate_cls: bool, truncate_seq: bool) -> int:
     """Length after one pooling: ``1 + ceil((T-2)/2)`` (separate [CLS] + truncation), ``1 + ceil((T-1)/2)``
-    (no truncation) or ``ceil(T/2)`` (no separate [CLS]) (spec §2.4, check 1)."""
+    (no truncation) or ``ceil(T/2)`` (no separate [CLS])."""
     if not separate_cls:
         return (length + 1) // 2
     body = max(length - 2, 0) if truncate_seq else length - 1
@@ -98,7 +99,7 @@ def can_pool(length: int, separate_cls: bool) -> bool:
 
 def pool_level(level: Level, separate_cls: bool, truncate_seq: bool, mask_pool: str) -> Level:
     """The structures after mean/max pooling: stride slicing, and the key mask pooled so that a window is hidden
-    only if all its tokens are (``any_real``, original) or if any is (``all_real``, HF) (spec §2.5)."""
+    only if all its tokens are (``any_real``, original) or if any is (``all_real``, HF)."""
     def pool(x: Tensor | None, reduce: str) -> Tensor | None:
         return None if x is None else pool_windows(x, reduce, separate_cls, truncate_seq)
 
@@ -127,7 +128,7 @@ def select_level(level: Level, index: Tensor, separate_cls: bool) -> Level:
 
 
 def upsample(h: Tensor, stride: int, target_len: int, separate_cls: bool) -> Tensor:
-    """Decoder up-sampling (spec §2.6, check 8): ``[CLS]`` row, then each pooled row repeated ``stride`` times in
+    """Decoder up-sampling (Dai thesis Eq. (5.5)): ``[CLS]`` row, then each pooled row repeated ``stride`` times in
     order (repeat_interleave, not tiling), zero rows where the repetition falls short of ``target_len`` (the last
     ``stride - 1`` rows with truncation), cut to ``target_len``. The thesis' ``h_{i // 2^(M-1)}`` plus the code's
     [CLS]/truncation handling."""
@@ -147,7 +148,7 @@ class PairInputs:
 
     Positional term, by ``mode``: ``rel_shift`` -> ``table`` [W, D] sinusoids of W descending distances and
     ``shift`` (query stride / key stride); ``gather`` -> ``table`` [W, D] of distances ``dmin..`` and ``index``
-    [1 or B, Tq, Tk] (distance - dmin); ``factorized`` -> ``factors`` (phi, pi, psi, omega) of §2.3;
+    [1 or B, Tq, Tk] (distance - dmin); ``factorized`` -> ``factors`` (phi, pi, psi, omega) of the factorized form;
     ``absolute`` -> none.
     """
 
@@ -158,8 +159,8 @@ class PairInputs:
     shift: int = 1
     index: Tensor | None = None
     factors: tuple[Tensor, Tensor, Tensor, Tensor] | None = None
-    same_segment: Tensor | None = None  # [B, Tq, Tk] bool (S of §2.3)
-    keep: Tensor | None = None  # [1, Tq, Tk] float, 0 on the [CLS] row and column (C of §2.3)
+    same_segment: Tensor | None = None  # [B, Tq, Tk] bool (the segment matrix S)
+    keep: Tensor | None = None  # [1, Tq, Tk] float, 0 on the [CLS] row and column (the CLS mask C)
     key_bias: Tensor | None = None  # [B, 1, 1, Tk] float32, -1e6 on hidden keys
 
 
@@ -167,7 +168,7 @@ def pair_inputs(q: Level, k: Level, mode: str, d_model: int, pos_dropout: nn.Dro
     """Positional tables, S, C and the key mask for queries at level ``q`` and keys at level ``k``.
 
     ``rel_shift`` and ``factorized`` need regular positions; for top-attention levels (irregular) the gather form
-    of the same term is used. Dropout (the hidden rate) is applied to the sinusoid tables (spec §2.3); in the
+    of the same term is used. Dropout (the hidden rate) is applied to the sinusoid tables; in the
     factorized form only to the query-side tables, as the original code.
     """
     out = PairInputs(mode, q.length, k.length)

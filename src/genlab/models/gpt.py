@@ -1,5 +1,5 @@
-"""GPT-1: the decoder-only, post-LayerNorm Transformer LM of Radford et al. 2018 (spec gpt.md §2), and its
-finetuning heads (§2.4-§2.5).
+"""GPT-1: the decoder-only, post-LayerNorm Transformer LM of Radford et al. 2018 (§3.1, eq. (2)), and its
+finetuning heads (§3.2-§3.3).
 
     h_0 = dropout(W_e[U] + W_p[0..T-1])
     h_l = block(h_l-1),  block(x): n = LN_1(x + drop(attn(x))); h = LN_2(n + drop(W_proj gelu(W_fc n)))
@@ -12,10 +12,10 @@ Interface (batch-major; any leading dims ``...`` such as ``[B, K]`` for K choice
     model.lm_logits(h [..., d], out, special_rows=True) -> [..., R]   tied softmax logits
 
 Right padding needs no mask: attention is causal, so real positions (and the extract token ``<e>``, the last real
-one) never see padding (spec §2.2). ``attention_mask`` is there for left padding or other layouts.
+one) never see padding. ``attention_mask`` is there for left padding or other layouts.
 
 Vocabulary: rows ``0 .. vocab_size−1`` are ordinary tokens, ``vocab_size .. vocab_size+n_special−1`` the
-finetuning specials ``<s> $ <e>`` (spec §2.5: new ids, N(0, 0.02)). Pretraining predicts ordinary tokens only
+finetuning specials ``<s> $ <e>`` (paper §3.3: new ids, N(0, 0.02)). Pretraining predicts ordinary tokens only
 (``special_rows=False``), so one model config serves both phases and a pretrained checkpoint loads shape for shape.
 
 Parameter names follow Hugging Face ``OpenAIGPTLMHeadModel`` (``transformer.tokens_embed``, ``transformer.h.<i>.ln_1``
@@ -129,11 +129,11 @@ class GPTModel(nn.Module):
 
 class GPTLMHeadModel(nn.Module):
     """GPT-1 with its tied LM head (HF ``OpenAIGPTLMHeadModel``). Paper defaults: 12 x 768, 12 heads, 3072 inner,
-    512 learned positions, tanh GELU, dropout 0.1 everywhere, LayerNorm eps 1e-5, N(0, 0.02) init (spec §2.1).
+    512 learned positions, tanh GELU, dropout 0.1 everywhere, LayerNorm eps 1e-5, N(0, 0.02) init (paper §4.1).
 
     ``n_special`` rows for ``<s> $ <e>`` follow the ``vocab_size`` ordinary tokens. ``embd_dropout_on_matrix``
-    and ``lm_softmax_includes_positions`` reproduce the release (spec §2.6); both are off by default (HF layout)
-    and change nothing in eval mode / for the ordinary-token logits respectively."""
+    and ``lm_softmax_includes_positions`` reproduce the release (openai/finetune-transformer-lm); both are off by
+    default (HF layout) and change nothing in eval mode / for the ordinary-token logits respectively."""
 
     block_classes = (GPTBlock,)
     forward_methods = ("lm_logits",)  # entry point besides forward (genlab.parallel gathers the tied matrix)
@@ -176,7 +176,7 @@ class GPTLMHeadModel(nn.Module):
         self.apply(self._init)
 
     def _init(self, m: nn.Module) -> None:
-        """N(0, init_std) for every weight matrix and embedding, zero biases, LayerNorm (1, 0) (spec §2.1)."""
+        """N(0, init_std) for every weight matrix and embedding, zero biases, LayerNorm (1, 0) (paper §4.1)."""
         if isinstance(m, (nn.Linear, nn.Embedding)):
             nn.init.normal_(m.weight, std=self.init_std)
             if isinstance(m, nn.Linear) and m.bias is not None:
@@ -220,7 +220,7 @@ def extract_states(hidden: Tensor, index: Tensor) -> Tensor:
 
 
 class GPTClassificationHead(nn.Module):
-    """Classification / entailment (spec §2.4): ``W_y dropout(h_<e>) + b_y``; one logit per class
+    """Classification / entailment (paper eq. (3)): ``W_y dropout(h_<e>) + b_y``; one logit per class
     (``n_labels=1``: a scalar, the STS-B MSE variant)."""
 
     def __init__(self, d_model: int, n_labels: int, clf_pdrop: float = 0.1, init_std: float = 0.02):
@@ -233,7 +233,7 @@ class GPTClassificationHead(nn.Module):
 
 
 class GPTSimilarityHead(GPTClassificationHead):
-    """Similarity (spec §2.5): ``h_<e>(A $ B) + h_<e>(B $ A)`` summed *before* ``W_y``. Input ``[B, 2, d]``."""
+    """Similarity (paper §3.3): ``h_<e>(A $ B) + h_<e>(B $ A)`` summed *before* ``W_y``. Input ``[B, 2, d]``."""
 
     def forward(self, h_extract: Tensor) -> Tensor:
         if h_extract.shape[-2] != 2:
@@ -242,8 +242,8 @@ class GPTSimilarityHead(GPTClassificationHead):
 
 
 class GPTMultipleChoiceHead(nn.Module):
-    """QA / commonsense (spec §2.5): scalar ``W_y dropout(h_<e>) + b_y`` per choice, logits ``[B, K]`` (softmax over
-    K in the loss). The dropout mask is drawn once per example and shared by its K choices (release, §2.4)."""
+    """QA / commonsense (paper §3.3): scalar ``W_y dropout(h_<e>) + b_y`` per choice, logits ``[B, K]`` (softmax over
+    K in the loss). The dropout mask is drawn once per example and shared by its K choices (as the release)."""
 
     def __init__(self, d_model: int, clf_pdrop: float = 0.1, init_std: float = 0.02):
         super().__init__()
@@ -263,10 +263,11 @@ def transfer_pretrained(model: GPTLMHeadModel, state: Mapping[str, Tensor], n_tr
                         ) -> list[str]:
     """Copy pretrained weights (our key names, e.g. a pretraining checkpoint's ``model.*``) into ``model``.
 
-    ``n_transfer`` (spec §5.4): −1 nothing, 0 the embeddings only, k the embeddings and blocks ``0..k−1``; None
-    (default) all blocks. The ordinary token rows (and the positions the model has) are copied; the special
-    rows keep their fresh N(0, 0.02) initialisation (the only new parameters besides the head). Returns the keys
-    copied. Strict about what it copies: a missing tensor or a shape mismatch raises ``CheckpointError``."""
+    ``n_transfer`` (the layer-transfer analysis of paper §5, Fig. 2 left): −1 nothing, 0 the embeddings only, k the
+    embeddings and blocks ``0..k−1``; None (default) all blocks. The ordinary token rows (and the positions the model
+    has) are copied; the special rows keep their fresh N(0, 0.02) initialisation (the only new parameters besides the
+    head). Returns the keys copied. Strict about what it copies: a missing tensor or a shape mismatch raises
+    ``CheckpointError``."""
     n_layer = model.n_layer
     if n_transfer is None:
         n_transfer = n_layer

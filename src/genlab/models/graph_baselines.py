@@ -1,4 +1,4 @@
-"""Cheap standard baselines of Table 3.6 (spec §6.4): Feat (logistic regression on features of the labelled
+"""Cheap standard baselines of Yang thesis Table 3.6: Feat (logistic regression on features of the labelled
 nodes), LP (label propagation, harmonic function of Zhu et al.), GraphEmb (skip-gram node embeddings trained on
 context pairs, then logistic regression). Arrays in, predictions out; model selection is the caller's (on
 validation nodes only)."""

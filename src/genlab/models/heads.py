@@ -1,9 +1,9 @@
 """Heads on top of a backbone (genlab.models.backbones): XLNet's sequence summary, classification/regression,
-multiple choice, and the XLNet span-extraction head with start/end beam search and the answer-class head (spec
-xlnet.md §5.1, §5.3-§5.5).
+multiple choice, and the XLNet span-extraction head with start/end beam search and the answer-class head (XLNet
+paper §3.2-§3.5; the heads of the authors' code).
 
-Heads are initialised Normal(0, 0.02) with zero biases (spec §5.1). Submodule names follow the Hugging Face XLNet
-heads (``start_logits.dense``, ``end_logits.dense_0`` ...), so published finetuned heads map 1:1.
+Heads are initialised Normal(0, 0.02) with zero biases (the authors' code). Submodule names follow the Hugging Face
+XLNet heads (``start_logits.dense``, ``end_logits.dense_0`` ...), so published finetuned heads map 1:1.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def _init(module: nn.Module, std: float) -> None:
 
 
 class SequenceSummary(nn.Module):
-    """XLNet's sequence summary (spec §5.1, ``summary_type=last, use_summ_proj``): ``dropout(tanh(W h_T + b))`` on the
+    """XLNet's sequence summary (``summary_type=last, use_summ_proj``): ``dropout(tanh(W h_T + b))`` on the
     final content state of ``<cls>`` (the last position); with ``n_out``, projected to ``n_out`` logits
     (``logits_proj``, e.g. the next-sentence head of XLNet pretraining)."""
 
@@ -64,7 +64,8 @@ class ClassificationHead(nn.Module):
 
 
 class MultipleChoiceHead(nn.Module):
-    """RACE: summary of each option's sequence -> Linear(d, 1); logits regrouped ``[B, n_choices]`` (spec §5.5)."""
+    """RACE: summary of each option's sequence -> Linear(d, 1); logits regrouped ``[B, n_choices]`` (XLNet paper
+    §3.2)."""
 
     def __init__(self, d_model: int, init_std: float = 0.02):
         super().__init__()
@@ -101,7 +102,7 @@ class SpanBeams:
 
 
 class SpanHead(nn.Module):
-    """XLNet SQuAD head (spec §5.4): start logits, end logits conditioned on a start, answer-class logit."""
+    """XLNet SQuAD head (XLNet paper §3.3): start logits, end logits conditioned on a start, answer-class logit."""
 
     forward_methods = ("beam",)  # the evaluation entry point besides forward (genlab.parallel)
 

@@ -1,5 +1,5 @@
 """PixelCNN++ (Salimans et al., 2017) as the frozen density model of the bad GAN's low-density term
-(bad-GAN spec §2.5.7): down-shifted / down-right-shifted convolutions in two streams, gated resnet blocks with
+(Yang thesis §3.1.5, Eq. (3.4)): down-shifted / down-right-shifted convolutions in two streams, gated resnet blocks with
 concat-ELU, stride-2 resolution changes between stages, and a discretised logistic mixture likelihood
 (one channel, or RGB with the linear autoregressive channel coefficients).
 

@@ -1,4 +1,5 @@
-"""Planetoid-T (transductive), Planetoid-G (no features) and Planetoid-I (inductive), spec §3.
+"""Planetoid-T (transductive), Planetoid-G (no features) and Planetoid-I (inductive): Yang thesis
+§3.3.3-§3.3.4, Fig. 3.10.
 
 Both models share one interface:
 - ``forward(nodes, x) -> PlanetoidOutput``: class logits for the given node ids and their feature rows, plus
@@ -7,7 +8,7 @@ Both models share one interface:
 - ``context_logits(e)`` ([B, num_nodes], full softmax, Eq. 3.11) or ``context_score(e, c)`` ([B], negative
   sampling, Eq. 3.12), depending on ``context_mode``.
 - ``supervised_parameters()`` / ``context_parameters()``: what each of the two alternating SGD steps updates
-  (spec §3.7).
+  (Algorithm 3 of Yang thesis §3.3.3).
 
 ``arch="reference"`` is the released code (softmax-activated C-wide branches, final softmax over their
 concatenation); ``arch="paper"`` the thesis (ReLU hidden layers, one per branch, softmax over the concatenation).

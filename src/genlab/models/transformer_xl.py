@@ -1,4 +1,5 @@
-"""Transformer-XL language model: segment recurrence + relative positional attention (spec TXL §2).
+"""Transformer-XL language model: segment recurrence + relative positional attention (Dai thesis
+§3.2; Yang thesis §2.1.3; details from the authors' code, kimiyoung/transformer-xl).
 
 Batch-major at the API and inside: hidden states [B, T, d]. ``memory`` is a list of N detached tensors
 [B, M_cur, d], entry l being the input of layer l (entry 0 = the embedding after dropout). The vanilla
@@ -66,7 +67,8 @@ class TXLLayer(nn.Module):
 
 
 class TransformerXL(nn.Module):
-    """Decoder-only LM over [memory; segment]; see the module docstring and spec §9 for the defaults."""
+    """Decoder-only LM over [memory; segment]; see the module docstring and docs/systems/transformer_xl.md for the
+    defaults."""
 
     block_classes = (TXLLayer,)  # what genlab.parallel shards / checkpoints / compiles one by one
 
@@ -173,8 +175,8 @@ class TransformerXL(nn.Module):
 
     # ------------------------------------------------------------------ init
     def reset_parameters(self) -> None:
-        """Spec §2.11 (PyTorch ``--init normal``): N(0, init_std) weights, N(0, proj_init_std) projections,
-        zero biases, LayerNorm gain N(1, init_std) (the code's quirk; ``ln_gain_noise=False`` gives 1)."""
+        """The authors' ``weights_init`` (PyTorch ``--init normal``): N(0, init_std) weights, N(0, proj_init_std)
+        projections, zero biases, LayerNorm gain N(1, init_std) (the code's quirk; ``ln_gain_noise=False`` gives 1)."""
         std = self.init_std
         for module in self.modules():
             if isinstance(module, nn.Linear):
@@ -226,7 +228,8 @@ class TransformerXL(nn.Module):
 
     # ------------------------------------------------------------------ core
     def position_embeddings(self, klen: int, device: torch.device | None = None) -> Tensor:
-        """R for distances [K-1, ..., 0] (clamped at ``clamp_len``), always built in fp32 (spec C21)."""
+        """R for distances [K-1, ..., 0] (clamped at ``clamp_len``), always built in fp32 (bf16 would merge
+        positions)."""
         pos = relative_positions(klen, clamp_len=self.clamp_len, device=device)
         return sinusoid_table(pos, self.d_model)
 
@@ -325,7 +328,8 @@ class TransformerXL(nn.Module):
     @torch.no_grad()
     def generate(self, context: Tensor, n_tokens: int, top_k: int = 40,
                  generator: torch.Generator | None = None) -> Tensor:
-        """Top-k sampling (spec §3.6): the context is one segment, then one token per step reusing memory.
+        """Top-k sampling (the generated text of Yang thesis §2.1.4, Tables 2.11-2.13): the context is one segment, then
+        one token per step reusing memory.
 
         Without memory (``mem_len == 0``) the last ``max_len`` tokens are recomputed at every step.
         Returns the sampled ids [B, n_tokens].

@@ -1,4 +1,4 @@
-"""XLNet backbone (two-stream Transformer-XL) and LM head (spec xlnet.md §2).
+"""XLNet backbone (two-stream Transformer-XL) and LM head (XLNet paper, Yang et al. 2019, §2).
 
 Interface (batch-major)::
 
@@ -17,9 +17,9 @@ Interface (batch-major)::
     out.memory        # list of n_layer detached [B, min(mem_len, M + reuse_len), d], or None if mem_len == 0
                       # (mem_len=None keeps every cached position, as HF does for a config with mem_len null)
 
-The content mask is ``perm_mask`` with the diagonal freed (spec §2.8.6); padding keys are hidden from every real
-query, memory columns are always visible. ``mem_len``, ``reuse_len``, ``clamp_len``, ``same_length``, ``bi_data``
-and ``attn_type`` are plain attributes a task may change between calls.
+The content mask is ``perm_mask`` with the diagonal freed (the content stream sees itself, XLNet paper §2.3); padding
+keys are hidden from every real query, memory columns are always visible. ``mem_len``, ``reuse_len``, ``clamp_len``,
+``same_length``, ``bi_data`` and ``attn_type`` are plain attributes a task may change between calls.
 
 A query-stream slot that sees no key (the first target of a factorisation order, without memory) attends
 uniformly to every key under ``empty_row_policy="uniform"``, as the official code and HF do (the paper presets and
@@ -66,7 +66,7 @@ class XLNetOutput:
 
 
 class XLNetFeedForward(nn.Module):
-    """``LN(x + drop(W2 drop_inner(act(W1 x))))`` (spec §2.6), shared by both streams."""
+    """``LN(x + drop(W2 drop_inner(act(W1 x))))`` (post-LN, XLNet paper App. A.2), shared by both streams."""
 
     def __init__(self, d_model: int, d_inner: int, dropout: float, inner_dropout: float,
                  activation: str, layer_norm_eps: float) -> None:
@@ -156,7 +156,7 @@ class XLNetModel(nn.Module):
 
     def reset_parameters(self) -> None:
         """Normal(0, init_std) for embeddings, projections, r/s biases, seg_embed, FF kernels; zero biases;
-        LayerNorm (1, 0) (spec §2.11)."""
+        LayerNorm (1, 0), as the authors' code."""
         std = self.init_std
         nn.init.normal_(self.word_embedding.weight, std=std)
         nn.init.normal_(self.mask_emb, std=std)
@@ -172,7 +172,7 @@ class XLNetModel(nn.Module):
                 nn.init.zeros_(ln.bias)
 
     def init_memory(self, batch_size: int, device: torch.device | None = None) -> list[Tensor]:
-        """Official initial memory: zeros of full length mem_len per layer (spec §2.10, ``mem_init: zeros``); an
+        """Official initial memory: zeros of full length mem_len per layer (the authors' code, ``mem_init: zeros``); an
         unbounded memory (``mem_len=None``) starts empty. In the parameters' dtype (the residual stream's)."""
         dtype = self.mask_emb.dtype
         return [torch.zeros(batch_size, self.mem_len or 0, self.d_model, device=device, dtype=dtype)
@@ -192,7 +192,8 @@ class XLNetModel(nn.Module):
 
     def _query_mask(self, qlen: int, mlen: int, bsz: int, input_mask: Tensor | None, perm_mask: Tensor | None,
                     device: torch.device) -> Tensor | None:
-        """Boolean blocked mask [B, T, K] of the query stream (spec §2.8.10), or None if nothing is blocked."""
+        """Boolean blocked mask [B, T, K] of the query stream (the authors' ``_local_perm``), or None if nothing is
+        blocked."""
         mask = None
         if self.attn_type == "uni":
             i = torch.arange(qlen, device=device)[:, None]
@@ -256,7 +257,7 @@ class XLNetModel(nn.Module):
         return self.mem_len is None or self.mem_len > 0
 
     def _cache(self, h: Tensor, mem: Tensor | None, reuse_len: int | None) -> Tensor:
-        """new_mem = stopgrad(concat(mem, h[:reuse_len])[-mem_len:]) (spec §2.10); all of it for mem_len=None."""
+        """new_mem = stopgrad(concat(mem, h[:reuse_len])[-mem_len:]) (XLNet paper §2.4); all of it for mem_len=None."""
         cur = h if reuse_len is None or reuse_len <= 0 else h[:, :reuse_len]
         cat = cur if mem is None or mem.shape[1] == 0 else torch.cat([mem, cur], dim=1)
         return (cat if self.mem_len is None else cat[:, -self.mem_len:]).detach()
@@ -309,7 +310,7 @@ class XLNetModel(nn.Module):
 
 
 class XLNetLMHeadModel(nn.Module):
-    """XLNet backbone + tied softmax ``logits = dropout(g or h) Eᵀ + b`` (spec §2.9). ``hidden_states`` and
+    """XLNet backbone + tied softmax ``logits = dropout(g or h) Eᵀ + b`` (XLNet paper Eq. (4)). ``hidden_states`` and
     ``lm_logits`` split the two, for objectives that score only some positions (the DAE baseline)."""
 
     forward_methods = ("hidden_states", "lm_logits")  # entry points besides forward (genlab.parallel)
@@ -373,7 +374,8 @@ class XLNetLMHeadModel(nn.Module):
 
 
 def plm_loss(logits: Tensor, target: Tensor, target_weight: Tensor) -> Tensor:
-    """Mean cross-entropy over real targets: ``Σ CE·w / Σ w`` (spec §2.9); padding slots have weight 0."""
+    """Mean cross-entropy over real targets: ``Σ CE·w / Σ w`` (partial prediction, XLNet paper Eq. (5)); padding slots
+    have weight 0."""
     flat = logits.flatten(0, -2)
     if flat.dtype in (torch.float16, torch.bfloat16):  # CE in fp32 for low-precision logits
         flat = flat.float()

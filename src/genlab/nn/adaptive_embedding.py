@@ -1,4 +1,4 @@
-"""Adaptive input embedding (Baevski & Auli), as used by Transformer-XL (spec TXL §2.2, C10).
+"""Adaptive input embedding (Baevski & Auli), as used by Transformer-XL (the authors' ``AdaptiveEmbedding``).
 
 The frequency-sorted vocabulary is split at ``cutoffs`` into bins; bin i has a table of width
 ``d_embed // div_val**i`` and a projection P_i [d_model, d_i] back to d_model. The output is scaled by

@@ -1,4 +1,5 @@
-"""Projected adaptive log-softmax (Grave et al.; Transformer-XL variant, spec TXL §2.9, C9).
+"""Projected adaptive log-softmax (Grave et al., 2017), in the Transformer-XL authors' variant
+(``proj_adaptive_softmax.py`` of kimiyoung/transformer-xl).
 
 Head = bin-0 words followed by one column per tail cluster, in natural order: tail bin i (1-based) uses
 head column c1 + i - 1, i.e. ``cluster_weight`` row i - 1 (TF and HF order; the official PyTorch code

@@ -1,8 +1,8 @@
 """Layers of the Salimans-style SSL GAN networks: instance Gaussian noise and weight-normalised layers with
-data-dependent initialisation (bad-GAN spec §2.6).
+data-dependent initialisation (Salimans & Kingma, 2016), as in the bad-GAN authors' code.
 
 The weight-norm layers are written here rather than with ``torch.nn.utils.parametrizations.weight_norm``
-because the spec needs three things that parametrisation lacks: a 1e-6 inside the norm, a scale ``g`` that is a
+because the bad-GAN code needs three things that parametrisation lacks: a 1e-6 inside the norm, a scale ``g`` that is a
 *buffer* (frozen) in hidden layers, and a one-pass init mode that rescales ``g``/``b`` from batch statistics and
 passes the normalised activations on, so the next layer is initialised on them.
 """

@@ -1,4 +1,4 @@
-"""Variational ("locked") dropout and embedding-row dropout (AWD-LSTM, MoS spec §2.4, P4/P5).
+"""Variational ("locked") dropout and embedding-row dropout (AWD-LSTM, Merity et al. 2018).
 
 Locked dropout draws one Bernoulli mask per sequence and feature and reuses it at every time step, unlike
 ``nn.Dropout`` on a [B, T, F] tensor, which would resample per step. Embedding dropout removes whole word types

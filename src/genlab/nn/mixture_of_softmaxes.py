@@ -3,11 +3,11 @@
 All three take the (dropped) top-layer output ``g [B, T, H]`` and own a ``decoder`` Linear(d -> vocab) whose
 weight the model may tie to its input embedding. Each offers ``nll(g, target) -> [B, T]`` (no [.., M]
 log-probability tensor is kept for the mixture) and ``log_prob(g) -> [B, T, M]`` (analysis, rank). Mixtures
-are computed in fp32 or wider: tail probabilities underflow in half precision (MoS spec P2).
+are computed in fp32 or wider: tail probabilities underflow in half precision.
 
-MoS (spec §2.2):  pi = softmax(W_pi g),  h_k = LockedDropout(tanh(W_h g + b_h))[k],
-                  p = sum_k pi_k softmax(W_out h_k + b_out)          (mixes probabilities: high rank)
-MoC (spec §2.3):  p = softmax(W_out sum_k pi_k h_k + b_out)          (mixes contexts: rank <= d + 1)
+MoS (Dai thesis App. A.2.4):  pi = softmax(W_pi g),  h_k = LockedDropout(tanh(W_h g + b_h))[k],
+                              p = sum_k pi_k softmax(W_out h_k + b_out)  (mixes probabilities: high rank)
+MoC (Dai thesis Eq. (A.2)):   p = softmax(W_out sum_k pi_k h_k + b_out)  (mixes contexts: rank <= d + 1)
 """
 
 from __future__ import annotations

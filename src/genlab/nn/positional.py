@@ -1,6 +1,7 @@
 """Sinusoid position tables shared by the relative-attention models (Transformer-XL, XLNet).
 
-Positions and tables are always built in fp32: in bf16, integers above 256 collapse (spec TXL P24/C21).
+Positions and tables are always built in fp32: in bf16, integers above 256 collapse, so long
+evaluation windows would get duplicate positions.
 """
 
 from __future__ import annotations

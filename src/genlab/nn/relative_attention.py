@@ -1,4 +1,5 @@
-"""Multi-head attention over [memory; segment] for Transformer-XL-style models (spec TXL §2.3-2.6, §2.12).
+"""Multi-head attention over [memory; segment] for Transformer-XL-style models (Dai thesis §3.2.2;
+Yang thesis §2.1.3 for the efficient shift; the ablation variants of Yang thesis Table 2.6).
 
 Layout is batch-major: hidden states [B, T, d], scores [B, H, L, K] with L new queries and K = M_cur + L keys.
 Key j runs over the concatenation (j = 0 is the oldest memory slot); the distance of (i, j) is i + M_cur - j.
@@ -341,7 +342,7 @@ class RelPartialLearnableAttention(_AttentionBlock):
         pos = self._unshifted_position_scores(q, r, v)
         # the naive reference keeps the textbook pad/reshape shift; the other paths use the one-pass view
         bias = _masked_bias(rel_shift(pos), mask) if self.attn_impl == "naive" else shift_and_mask(pos, mask)
-        # SDPA scales (q+u)·k by 1/sqrt(dh); bd was scaled above, so the sum is scaled once (spec §2.3).
+        # SDPA scales (q+u)·k by 1/sqrt(dh); bd was scaled above, so the sum is scaled once.
         return self._finish(h, attend(q + u[:, None, :], k, val, bias, self.dropatt, self.training,
                                       self.attn_impl))
 
@@ -359,7 +360,8 @@ class RelPartialLearnableAttention(_AttentionBlock):
 
 
 class ShawRelativeAttention(_AttentionBlock):
-    """attn_type ``shaw``: learnable relative embeddings per layer (spec §2.12, type 1).
+    """attn_type ``shaw``: learnable relative embeddings per layer (Shaw et al. 2018; a row of Yang
+    thesis Table 2.6).
 
     Score = (q+u)·k + rel_shift(q·r_emb + r_bias); with ``bias_terms=False`` u and r_bias are absent
     (terms (a)+(b) only, as the thesis describes Shaw et al.). Rows of r_emb are ordered by descending

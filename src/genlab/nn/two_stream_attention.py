@@ -1,4 +1,4 @@
-"""XLNet two-stream relative attention (spec xlnet.md §2.4-§2.8).
+"""XLNet two-stream relative attention (XLNet paper, Yang et al. 2019, §2.3-§2.5, App. A.2).
 
 Score of query i (original position) on key j of ``[mem; h]`` (length K = M + T), per head::
 
@@ -82,7 +82,7 @@ class _ShiftedBias(torch.autograd.Function):
 
 @dataclass
 class StreamContext:
-    """Per-forward tensors shared by every layer (computed once, spec §2.4-§2.8).
+    """Per-forward tensors shared by every layer (computed once): relative positions, segments and masks.
 
     pos_emb: [n_dir, K+T, d] sinusoids for distances K..-T+1 (n_dir=2 with bi_data: forward, backward half).
     mask_h / mask_g: additive masks [B, 1, T, K] / [B, 1, P, K] (0 or fill), or None.
@@ -104,7 +104,7 @@ class StreamContext:
 class TwoStreamRelAttention(nn.Module):
     """Relative multi-head attention with content and (optional) query stream; post-LN with residual.
 
-    Parameter names and shapes follow the HF/official layout (spec §2.2): q/k/v/o/r are ``[d, H, d_h]`` without
+    Parameter names and shapes follow the HF/official layout: q/k/v/o/r are ``[d, H, d_h]`` without
     bias; r_w_bias (u), r_r_bias (v), r_s_bias (b) ``[H, d_h]``; seg_embed ``[2, H, d_h]`` (0 = same segment).
     Pass shared bias parameters to tie them across layers (``untie_r=False``).
     """

@@ -1,4 +1,4 @@
-"""An LSTM layer with DropConnect on its hidden-to-hidden matrix (AWD-LSTM "weight drop", MoS spec §2.4).
+"""An LSTM layer with DropConnect on its hidden-to-hidden matrix (AWD-LSTM "weight drop", Merity et al. 2018).
 
 The dropped matrix is computed from the raw parameter on every training call and passed to the fused kernel
 (``torch.lstm``, the same op ``nn.LSTM`` dispatches to, cuDNN on GPU), so no parameter is deleted or swapped

@@ -1,4 +1,4 @@
-"""Runs -> the seeds' tables: collect run/sweep directories, aggregate seeds, render Markdown/CSV/LaTeX and a plot.
+"""Runs -> the papers' tables: collect run/sweep directories, aggregate seeds, render Markdown/CSV/LaTeX and a plot.
 
     python -m genlab.report outputs/txl_ptb_mini/multirun_* --rows model.mem_len --cols model.n_layer
 """

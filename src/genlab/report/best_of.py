@@ -1,5 +1,5 @@
 """Reduce a sweep over an evaluation setting to its best value: the "PPL best" / "Attn Len" columns of the TXL
-ablations (seed Tables 2.6 and 2.8), from one ``eval.py -m ... eval.mem_len=...`` sweep per checkpoint.
+ablations (Yang thesis Tables 2.6 and 2.8), from one ``eval.py -m ... eval.mem_len=...`` sweep per checkpoint.
 
 ``record_evaluation`` makes each evaluation a run folder the report reads (the training run's experiment, config and
 overrides, plus the ``eval.*`` overrides and the results); ``reduce_best`` turns the runs that differ only in the

@@ -1,5 +1,5 @@
-"""GLUE averages as the Funnel-Transformer tables compute them (spec funnel_transformer.md §4.2; thesis Tables
-5.1-5.3), from per-task scores in percent where MRPC / QQP (dev) or several test tasks carry two numbers.
+"""GLUE averages as the Funnel-Transformer tables compute them (Dai thesis Tables 5.1-5.3), from per-task scores in
+percent where MRPC / QQP (dev) or several test tasks carry two numbers.
 
 * ``dev`` (Tables 5.1/5.2 "GLUE-AVG" and Table 5.3 dev "AVG"): the mean over CoLA, SST-2, MRPC, STS-B, QQP, MNLI,
   QNLI and RTE, a pair ("F1/acc") contributing its **second** number. The thesis averaged unrounded scores, so a

@@ -21,7 +21,7 @@ AGGREGATES = ("mean_std", "median")
 class Cell:
     values: list[float]  # finite metric values of the finished runs (one per seed)
     failed: int = 0  # runs of this setting that failed or did not finish
-    reference: float | None = None  # the seed paper's number
+    reference: float | None = None  # the paper's number
 
     @property
     def n(self) -> int:
@@ -167,7 +167,7 @@ LAYOUT = "a mapping with `rows:`/`cols:` (lists of keys) and a `values:` list of
 
 def load_reference(path: str | Path) -> dict[str, Any]:
     """Read an experiments/<table>/reference.yaml (see experiments/README.md for the format), checking its layout:
-    `values` is a list (empty when the seed has no comparable number) whose entries carry a number and every
+    `values` is a list (empty when the paper has no comparable number) whose entries carry a number and every
     row/column key, so each one can match a cell."""
     path = Path(path)
     try:

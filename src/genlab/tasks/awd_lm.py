@@ -1,4 +1,5 @@
-"""AWD-LSTM / MoS language-model training (MoS spec §3): SGD -> NT-ASGD, variable BPTT with a per-step lr
+"""AWD-LSTM / MoS language-model training (the MoS / AWD-LSTM recipe, Dai thesis App. A.7): SGD -> NT-ASGD, variable
+BPTT with a per-step lr
 rescale, AR/TAR, gradient clipping, ``small_batch_size`` accumulation with per-chunk hidden states, and the
 fine-tuning stage that restarts averaging from the best checkpoint.
 
@@ -33,7 +34,7 @@ STAGES = ("train", "finetune")
 
 
 def ar_tar(output: Tensor, raw_output: Tensor, alpha: float, beta: float) -> Tensor:
-    """AR on the dropped top output, TAR on the raw one, differences within the (sub-)batch only (spec C9)."""
+    """AR on the dropped top output, TAR on the raw one, differences within the (sub-)batch only."""
     ar = alpha * output.pow(2).mean() if alpha else output.new_zeros(())
     tar = beta * (raw_output[:, 1:] - raw_output[:, :-1]).pow(2).mean() if beta and raw_output.shape[1] > 1 else 0.0
     return ar + tar
@@ -161,7 +162,7 @@ class AWDLanguageModelTask(TaskOptimization, pl.LightningModule):
             g["lr"] = lr * scale
         self.lr_trace.append(opt.param_groups[0]["lr"])
         opt.step()
-        for g, lr in zip(opt.param_groups, base):  # restore: rescales must not compound (spec P7)
+        for g, lr in zip(opt.param_groups, base):  # restore: rescales must not compound
             g["lr"] = lr
         self.nt_asgd.update(self._params())
         self.log("train/loss", total_nll, prog_bar=True)
@@ -227,7 +228,7 @@ class AWDLanguageModelTask(TaskOptimization, pl.LightningModule):
 
     # -- optimiser (configure_optimizers: genlab.tasks.optim.TaskOptimization; clipped in training_step) --------
     def optimizer_groups(self) -> list[nn.Parameter]:
-        return self._params()  # SGD with weight_decay on all parameters (spec P8)
+        return self._params()  # SGD with weight_decay on all parameters, as the MoS code
 
     # -- checkpoints -----------------------------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict) -> None:

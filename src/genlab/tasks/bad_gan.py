@@ -1,4 +1,4 @@
-"""Semi-supervised learning with a complement ("bad") GAN (spec bad_gan.md §2.3-2.4, §3).
+"""Semi-supervised learning with a complement ("bad") GAN (Yang thesis §3.1.5, Eq. (3.5)-(3.6)).
 
 One iteration = one discriminator step (labelled CE + 0.5·(unlabelled-real + generated-fake), plus Ent when on)
 followed by one generator (+ encoder) step (feature matching, plus PT, VI and LD when on), with manual optimisation. The
@@ -10,8 +10,8 @@ checkpoint holds the last good weights. Sample grids and log p histograms are dr
 (``conf/callbacks/gan_images.yaml``), so the task never imports a layer above it.
 
 ``fake_source=data`` trains D against a known fake distribution instead of a generator (the 2-D complement
-generator of spec §5.3): the fake batch is the DataModule's ``x_fake``, the model has no generator and there is no
-generator step.
+generator of the case study, Yang thesis §3.1.4): the fake batch is the DataModule's ``x_fake``, the model has no
+generator and there is no generator step.
 """
 
 from __future__ import annotations
@@ -110,8 +110,8 @@ class BadGANTask(pl.LightningModule):
             self.density = load_density_model(density_ckpt, image_shape or [])
         if self.density is not None and not density_pretrain_steps:
             self.density.requires_grad_(False).eval()
-        # Polyak average of D's trainable weights for evaluation (spec §3.2, improved-GAN's avg = avg + (1-decay)
-        # (p - avg)); a submodule, so checkpoints hold it and resume continues the same average.
+        # Polyak average of D's trainable weights for evaluation (the authors' code, improved-GAN's avg = avg +
+        # (1-decay) (p - avg)); a submodule, so checkpoints hold it and resume continues the same average.
         self.d_ema = None
         if polyak_decay is not None:
             self.d_ema = AveragedModel(model.discriminator, multi_avg_fn=get_ema_multi_avg_fn(polyak_decay),
@@ -145,7 +145,7 @@ class BadGANTask(pl.LightningModule):
         if self.hparams.init_generator and self.model.generator is not None:
             with data_dependent_init(self.model.generator):
                 self.model.generator(self._noise(len(x)))
-        if self.model.encoder is not None:  # the encoder head is initialised on generated images (spec §2.5.3)
+        if self.model.encoder is not None:  # the encoder head is initialised on generated images (authors' code)
             with torch.no_grad():
                 gen = self.model.generator(self._noise(len(x)))
             with data_dependent_init(self.model.encoder):
@@ -190,7 +190,7 @@ class BadGANTask(pl.LightningModule):
         if self.hparams.density_pretrain_steps and torch.isnan(self.ld_threshold):
             self._pretrain_density(dm.x_unl)
         # With a density model the threshold and log-p statistics are computed even at ld_weight=0, so the LD
-        # preset with task.ld_weight=0 is the FM baseline of spec §7 item 19 under the same density.
+        # preset with task.ld_weight=0 is the FM baseline of Yang thesis Table 3.2 under the same density.
         if self.density is not None and torch.isnan(self.ld_threshold):
             ref = dm.reference_images(self.hparams.ld_threshold_set)
             self.ld_threshold.fill_(L.density_threshold(self.log_density_batched(ref), self.hparams.ld_quantile))

@@ -1,4 +1,4 @@
-"""Calibrated energy-based GAN (cegan spec §2-§4): max_c min_G E_gen[c] − E_data[c] + K(p_gen).
+"""Calibrated energy-based GAN (Dai thesis §6.2, App. B): max_c min_G E_gen[c] − E_data[c] + K(p_gen).
 
 Variants (``variant``): ``gan`` (binary GAN on P(real) = σ(−E)), ``egan_const`` (no K, EBGAN-like),
 ``egan_ent_nn`` (K = −H through the k-NN entropy-gradient surrogate), ``egan_ent_vi`` (K = −H through the
@@ -244,7 +244,8 @@ class CEGANTask(pl.LightningModule):
 
     def ranking_spearman(self, x_train: Tensor, x_test: Tensor) -> float:
         """Spearman correlation between the energy of held-out real images and their distance to the mean
-        training image (spec §7 check 18): positive = typical digits get low energy."""
+        training image (a stand-in for the NIST ranking of Dai thesis App. B.5.2): positive = typical digits get low
+        energy."""
         e = self.energy_on(x_test).cpu().numpy()
         dist = (x_test - x_train.mean(0)).flatten(1).norm(dim=1).cpu().numpy()
         return spearman(e, dist)

@@ -1,4 +1,5 @@
-"""Dynamic evaluation (Krause et al. 2017) as used by MoS (spec §3.4, Table A.9, P9).
+"""Dynamic evaluation (Krause et al. 2017) as used by MoS (Dai thesis Table A.9 and the
+authors' ``dynamiceval.py``).
 
 1. Gradient statistics on the training stream (batch 100, chunks of 5): ``MS = sqrt(sum_chunks g^2)``
    (``ms=True``: ``sqrt(mean)``); ``decrate = MS / sum_tensors mean(MS)`` clipped to ``<= 1/lamb`` (no clip when

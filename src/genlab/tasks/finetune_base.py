@@ -1,4 +1,4 @@
-"""Shared machinery of the finetuning tasks (spec xlnet.md §5.1, §3.6): pretrained initialisation, the backbone
+"""Shared machinery of the finetuning tasks (XLNet paper §3.1, App. A.3): pretrained initialisation, the backbone
 adapter, optimiser groups with the official weight-decay rule and layer-wise learning-rate decay, and the check
 that the checkpoint's tokenizer is the one the data uses.
 

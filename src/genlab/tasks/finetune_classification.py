@@ -1,4 +1,4 @@
-"""Sequence classification / regression finetuning (GLUE, IMDB, Yelp, DBpedia, AG, Amazon; spec xlnet.md §5.3).
+"""Sequence classification / regression finetuning (GLUE, IMDB, Yelp, DBpedia, AG, Amazon; XLNet paper §3.4-§3.5).
 
 ``logits = W_c · summary(backbone(x)) + b_c``; cross-entropy, or mean squared error for STS-B (``n_labels=1``).
 Metrics per dev split with the task's official metric (genlab.metrics.glue_metrics); the first dev split logs as

@@ -1,4 +1,4 @@
-"""Multiple-choice finetuning (RACE, spec xlnet.md §5.5): each of the 4 option sequences is encoded, summarised
+"""Multiple-choice finetuning (RACE, XLNet paper §3.2): each of the 4 option sequences is encoded, summarised
 (XLNet: ``<cls>`` last, tanh projection, dropout) and scored by ``Linear(d, 1)``; softmax over the options, CE loss.
 Accuracy is logged over all questions and on the Middle / High subsets (``<stage>/acc``, ``/acc_middle``,
 ``/acc_high``). In ``test``, batches that carry question ids (``qid``, as RaceDataModule's do) are also written to

@@ -1,12 +1,12 @@
-"""SQuAD span extraction finetuning with the XLNet span head (spec xlnet.md §5.4).
+"""SQuAD span extraction finetuning with the XLNet span head (XLNet paper §3.3).
 
 Training: ``0.5·(CE_start + CE_end)`` with end logits teacher-forced on the gold start, plus (SQuAD 2.0) ``0.5·BCE``
 of the answer-class logit against ``is_impossible``. Evaluation: start/end beam search per window, n-best texts
 across windows, null score = min over windows of the answer-class logit, then the official EM/F1
 (genlab.metrics.squad_eval). SQuAD 2.0 logs the scores at ``null_threshold`` and, with
 ``threshold: search_on_dev``, the best threshold found on the dev set itself (``best_exact``/``best_f1``, what
-the official script reports). A SQuAD 1.1 dev set ignores the answerability head and always answers (spec §5.4),
-also when the model was trained on 2.0 (``data.eval_version=1.1``: the seeds' SQuAD 1.1 protocol).
+the official script reports). A SQuAD 1.1 dev set ignores the answerability head and always answers,
+also when the model was trained on 2.0 (``data.eval_version=1.1``: the SQuAD 1.1 protocol of XLNet paper §3.3).
 Prediction files (official format): ``predictions.json``, ``null_odds.json``, ``nbest_predictions.json``.
 """
 
@@ -89,7 +89,7 @@ class SpanExtractionTask(FinetuneTask):
 
     def scores(self, examples, feats, data, version: str | None = None) -> tuple[dict[str, float], tuple]:
         """Official scores of the collected windows on ``data``. ``version`` is the dev set's: "1.1" ignores the
-        answer-class head and always answers (also for a model trained on 2.0, the seeds' 1.1 protocol)."""
+        answer-class head and always answers (also for a model trained on 2.0, the XLNet paper's 1.1 protocol)."""
         n = len(feats.cls_index)
         results = {k: np.stack([self._results[f][k] for f in range(n)]) for k in RESULT_KEYS}
         preds, null, nbest = postprocess(examples, feats, results, self.start_n_top, self.end_n_top, self.n_best,

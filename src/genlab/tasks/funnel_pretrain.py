@@ -1,4 +1,4 @@
-"""Funnel-Transformer pretraining objectives: MLM and ELECTRA (spec funnel_transformer.md §2.8, thesis §5.2.1).
+"""Funnel-Transformer pretraining objectives: MLM and ELECTRA (Dai thesis §5.2.1, §5.3).
 
 Both consume the masked-LM batches of the BERT pipeline (``input_ids`` corrupted at the targets, ``labels`` = the
 original token at the targets and -100 elsewhere, ``token_type_ids``, ``attention_mask`` 1 = real), so masking
@@ -52,7 +52,7 @@ class FunnelMLMTask(MaskedLMTask):
 
     def attention_mask(self, batch: dict) -> Tensor:
         """1 = may be attended to: the batch's padding mask, and 0 at [MASK] unless ``mlm_mask_tokens_as_keys``
-        (spec §2.8 quirk, check 19)."""
+        (a quirk of the authors' code, unit-tested)."""
         ids = batch["input_ids"]
         mask = batch.get("attention_mask")
         mask = torch.ones_like(ids) if mask is None else mask
@@ -62,7 +62,8 @@ class FunnelMLMTask(MaskedLMTask):
 
     def _objective(self, batch: dict, train: bool) -> tuple[Tensor, float]:
         """Mean CE over the targets; logs the masked-token accuracy (``train/mlm_acc`` per step, ``valid/mlm_acc``
-        and ``test/mlm_acc`` averaged over the targets of the split: the spec §7a acceptance metric)."""
+        and ``test/mlm_acc`` averaged over the targets of the split: the acceptance metric of the real-data
+        mini, docs/systems/funnel.md)."""
         out = self.model(batch["input_ids"], batch.get("token_type_ids"), self.attention_mask(batch))
         sel = batch["labels"] != -100
         target = batch["labels"][sel]

@@ -1,9 +1,9 @@
 """Loss terms of the semi-supervised (K+1)-class GAN and of the calibrated energy GAN, as pure functions.
 
-Bad GAN (spec bad_gan.md §2.2-2.4): the discriminator emits K logits l and the fake-class logit is pinned at 0,
+Bad GAN (Yang thesis §3.1, Eq. (3.1)-(3.6)): the discriminator emits K logits l and the fake-class logit is pinned at 0,
 so with s = logsumexp(l): P(fake|x) = sigmoid(-s), P(real|x) = sigmoid(s). Everything is in softplus /
 logsumexp form so logits of magnitude 80+ do not overflow.
-CEGAN (spec cegan.md §2.3-2.5): energy forms, the k-NN entropy-gradient surrogate and the Gaussian q(z|x) NLL.
+CEGAN (Dai thesis App. B.4): energy forms, the k-NN entropy-gradient surrogate and the Gaussian q(z|x) NLL.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def conditional_entropy(logits: Tensor, normalize_over: str = "K") -> Tensor:
 def discriminator_loss(logits_lab: Tensor, y_lab: Tensor, logits_unl: Tensor, logits_gen: Tensor,
                        unl_weight: float = 0.5, ent_weight: float = 0.0, ent_normalize_over: str = "K"
                        ) -> dict[str, Tensor]:
-    """L_D of §2.3 and its parts (for logging)."""
+    """L_D (Yang thesis Eq. (3.6)) and its parts (for logging)."""
     sup = supervised_loss(logits_lab, y_lab)
     unl = unlabeled_real_loss(logits_unl)
     gen = generated_fake_loss(logits_gen)
@@ -116,7 +116,8 @@ def low_density_penalty(log_probs: Tensor, threshold: Tensor | float, weight: fl
 
 @torch.no_grad()
 def true_fake_stats(logits_real: Tensor, logits_gen: Tensor) -> dict[str, Tensor]:
-    """The four monitoring ratios of §4.2: unl_acc, gen_acc, max_unl_acc ((A3) ratio), max_gen_acc."""
+    """The four monitoring ratios the bad-GAN authors' code prints: unl_acc, gen_acc, max_unl_acc ((A3) ratio),
+    max_gen_acc."""
     s_r, s_g = real_logsumexp(logits_real), real_logsumexp(logits_gen)
     return {
         "unl_acc": (s_r > 0).float().mean(),

@@ -1,4 +1,5 @@
-"""Semi-supervised QA with Generative Domain-Adaptive Nets (spec gdan.md §3.4-§4; seed 000 §3.2.4 Algorithm 1).
+"""Semi-supervised QA with Generative Domain-Adaptive Nets (Yang thesis §3.2.4, Eq. (3.8)-(3.9),
+Algorithm 1).
 
 Manual optimisation, exactly one parameter update per training step (so ``trainer.max_steps`` counts updates):
 

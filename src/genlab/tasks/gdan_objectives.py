@@ -1,4 +1,4 @@
-"""GDAN's objectives as plain tensor functions (spec gdan.md §3.4-§3.6, §4): the Table 3.4 method table, D's
+"""GDAN's objectives as plain tensor functions (Yang thesis §3.2.4-§3.2.5): the Table 3.4 method table, D's
 balanced loss (Eq. 3.8), the REINFORCE surrogate with its baseline (Eq. 3.9), Ganin's weight ramp, the Context
 baseline's pseudo-questions, and span decoding."""
 
@@ -19,7 +19,7 @@ WeightSchedule = Literal["constant", "ganin"]
 
 @dataclass(frozen=True)
 class MethodSpec:
-    """What one row of Table 3.4 switches on (spec §3.6)."""
+    """What one row of Yang thesis Table 3.4 switches on."""
     unlabeled_source: Literal["none", "context", "generator"]
     domain_tags: bool
     g_update: Literal["none", "adv", "dual", "gan"]  # REINFORCE reward: D under d_true / D untagged / classifier
@@ -71,14 +71,14 @@ def reinforce_loss(reward: Tensor, baseline: Tensor, seq_log_prob: Tensor, weigh
 
 
 def ganin_lambda(progress: float) -> float:
-    """Ganin & Lempitsky's ramp ``λ(p) = 2 / (1 + exp(−10 p)) − 1`` for p ∈ [0, 1] (spec §3.6)."""
+    """Ganin & Lempitsky's ramp ``λ(p) = 2 / (1 + exp(−10 p)) − 1`` for p ∈ [0, 1] (the "Gen + GAN" baseline)."""
     p = min(max(progress, 0.0), 1.0)
     return 2.0 / (1.0 + math.exp(-10.0 * p)) - 1.0
 
 
 def context_question(p_ids: Tensor, p_mask: Tensor, start: Tensor, end: Tensor, window: int = 5,
                      unk_id: int = 1, pad_id: int = 0) -> tuple[Tensor, Tensor]:
-    """The Context baseline's pseudo-question (spec §3.5): the ``window`` tokens before the answer and the
+    """The Context baseline's pseudo-question (Yang thesis §3.2.3): the ``window`` tokens before the answer and the
     ``window`` after it, truncated at the paragraph's ends, never the answer itself; -> (ids, mask) [B, 2·window],
     kept tokens moved to the front. A paragraph that is all answer gives a single <unk>."""
     offs = torch.arange(window, device=p_ids.device)
@@ -96,7 +96,8 @@ def context_question(p_ids: Tensor, p_mask: Tensor, start: Tensor, end: Tensor, 
 
 
 def best_span(start_log_probs: Tensor, end_log_probs: Tensor, max_len: int = 15) -> tuple[Tensor, Tensor]:
-    """``argmax_{j <= k <= j + max_len − 1} log p_start[j] + log p_end[k]`` per row (spec §3.2.3) -> (j, k) [B]."""
+    """``argmax_{j <= k <= j + max_len − 1} log p_start[j] + log p_end[k]`` per row (a platform default; the thesis does
+    not say how spans are decoded) -> (j, k) [B]."""
     t = start_log_probs.shape[1]
     scores = start_log_probs[:, :, None] + end_log_probs[:, None, :]  # [B, T(j), T(k)]
     offset = torch.arange(t, device=scores.device)[None, :] - torch.arange(t, device=scores.device)[:, None]

@@ -1,4 +1,5 @@
-"""GPT-1 objectives (spec gpt.md §2.3-§2.5, §3): unsupervised pretraining (causal LM over contiguous windows) and
+"""GPT-1 objectives (Radford et al. 2018, §3.1-§3.3, eq. (1)-(5)): unsupervised pretraining (causal LM over contiguous
+windows) and
 supervised finetuning with the auxiliary LM loss, on ``genlab.models.gpt.GPTLMHeadModel``.
 
 Batch keys (dicts of tensors; the DataModules that build them are the data layer's):
@@ -28,7 +29,7 @@ Pearson for STS-B; Matthews for CoLA), so one report table spans all tasks.
 Losses: pretraining = mean next-token CE over real targets (ordinary-token softmax, no special rows); finetuning
 ``L3 = mean(L2) + lm_coef · mean over sequences of (per-sequence mean LM CE)`` where the LM CE runs over targets
 ``x_1..`` with ``lm_mask[1:] = 1`` (specials ``$``/``<e>`` included, ``<s>`` and padding never), averaged per
-sequence and then over all ``B·K`` sequences (wrong choices included), as the release (spec §2.4).
+sequence and then over all ``B·K`` sequences (wrong choices included), as the release.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ log = logging.getLogger("genlab")
 
 KINDS = ("classification", "similarity", "multiple_choice")
 STSB_HEADS = (None, "soft6", "mse")
-PAPER_SCORE = {"acc": "acc", "mcc": "mcc", "acc_f1": "f1", "corr": "pearson", "error": "error"}  # seed 003 Tables 2-4
+PAPER_SCORE = {"acc": "acc", "mcc": "mcc", "acc_f1": "f1", "corr": "pearson", "error": "error"}  # paper Tables 2-4
 LEVELS = ("middle", "high")
 
 
@@ -220,10 +221,10 @@ def _check_architecture(init_from: str, theirs: dict[str, Any], model: GPTLMHead
 
 
 class GPTFinetuneTask(ParallelizeMixin, pl.LightningModule):
-    """Finetuning with ``L3 = L2 + lm_coef · L1`` (spec §2.4). ``kind``: ``classification`` (also entailment:
+    """Finetuning with ``L3 = L2 + lm_coef · L1`` (GPT-1 paper eq. (5)). ``kind``: ``classification`` (also entailment:
     one sequence, ``n_labels`` classes), ``similarity`` (two orders summed before ``W_y``), ``multiple_choice``
     (one scalar per choice, softmax over choices; ``n_labels`` = number of choices, for the metric).
-    ``stsb_head`` (similarity regression, spec §2.5): ``soft6`` = 6-way head on the Tree-LSTM soft targets,
+    ``stsb_head`` (similarity regression, GPT-1 paper §3.3): ``soft6`` = 6-way head on the Tree-LSTM soft targets,
     prediction Σ r·p_r; ``mse`` = scalar head; null = class labels.
 
     ``init_from``: a genlab GPT pretraining ``.ckpt`` or an HF OpenAI GPT folder; ``n_transfer`` (−1 nothing,

@@ -1,4 +1,4 @@
-"""The optimiser and learning-rate schedules of the OpenAI GPT release (spec gpt.md §3, ``opt.py``).
+"""The optimiser and learning-rate schedules of the OpenAI GPT release (``opt.py``; GPT-1 paper §4.1).
 
 * :class:`OpenAIAdam`: Adam whose bias correction is folded into the step size (1-based step) and whose decoupled
   weight decay is scaled by that same step size.
@@ -10,7 +10,7 @@
   with its small jump at the end of warm-up). The paper's smooth form is ``genlab.tasks.optim.warmup_cosine``.
 
 Schedules are evaluated at ``x = (step + step_base) / max_steps``. ``step_base=0`` reproduces the release, whose
-first update reads ``schedule(0) = 0`` (it moves no parameter, while Adam's moments are updated; spec §9.8).
+first update reads ``schedule(0) = 0`` (it moves no parameter, while Adam's moments are updated).
 """
 
 from __future__ import annotations
@@ -101,11 +101,11 @@ def _progress_schedule(optimizer: torch.optim.Optimizer, fn: Callable[[float], f
 
 def oai_warmup_linear(optimizer: torch.optim.Optimizer, max_steps: int, warmup_frac: float = 0.002,
                       step_base: int = 0) -> dict[str, Any]:
-    """Finetuning schedule of the release (spec §3.2)."""
+    """Finetuning schedule of the release (GPT-1 paper §4.1, fine-tuning details)."""
     return _progress_schedule(optimizer, lambda x: oai_linear(x, warmup_frac), max_steps, step_base)
 
 
 def oai_warmup_cosine(optimizer: torch.optim.Optimizer, max_steps: int, warmup_steps: int = 2000,
                       step_base: int = 0) -> dict[str, Any]:
-    """Pretraining schedule of the release (spec §3.1, ``schedule_variant: oai``); warm-up in updates."""
+    """Pretraining schedule of the release (GPT-1 paper §4.1, ``schedule_variant: oai``); warm-up in updates."""
     return _progress_schedule(optimizer, lambda x: oai_cosine(x, warmup_steps / max_steps), max_steps, step_base)

@@ -1,4 +1,4 @@
-"""XLNet/BERT weight-decay masks and layer-wise learning-rate decay (spec §3.6, pitfalls 19-20).
+"""XLNet/BERT weight-decay masks and layer-wise learning-rate decay (the authors' ``model_utils.py``).
 
 Weight decay (official AdamWeightDecay rule): names containing ``LayerNorm``, ``layer_norm`` or ``bias`` are not
 decayed, except ``r_w_bias``, ``r_r_bias``, ``r_s_bias`` (checked first, so they ARE decayed).
@@ -12,7 +12,7 @@ Layer-wise decay, two modes:
   and heads stay unscaled, because in TF they live outside those scopes.
 
 A backbone may instead give every parameter its depth itself (``depth(name) -> id | None`` over ``n_ids`` ids, the
-Funnel-Transformer rule of spec funnel_transformer.md §3.2: embedding 0, encoder layer k -> k + 1, decoder layer i
+Funnel-Transformer rule of the authors' code: embedding 0, encoder layer k -> k + 1, decoder layer i
 -> n_encoder + 1 + i; scale ``rate^(n_ids-1-id)``, in both modes, for every parameter with an id, the per-layer
 ``r_*`` biases and ``seg_embed`` included since they live inside the TF layer scopes there).
 """
@@ -115,7 +115,7 @@ def check_mode(mode: str) -> str:
 
 
 class AdamWeightDecay(torch.optim.AdamW):
-    """BERT/XLNet AdamWeightDecay: no bias correction, decoupled decay multiplied by lr (spec §3.6):
+    """BERT/XLNet AdamWeightDecay: no bias correction, decoupled decay multiplied by lr (official code):
     ``m ← β1 m + (1−β1) g; v ← β2 v + (1−β2) g²; θ ← θ − lr·(m/(√v + eps) + wd·θ)``.
 
     That is AdamW with both bias corrections held at 1: every parameter's step count is +inf (1 − β^∞ = 1, and

@@ -2,7 +2,8 @@
 
 Works with any model following the recurrent-LM protocol (CONTRIBUTING.md): Transformer-XL, the vanilla
 Transformer baseline, AWD-LSTM. Perplexity / bits per character are computed over the whole stream as
-``exp(sum nll / n tokens)``, weighting every batch by its number of predicted tokens (TXL spec §3.4, P18).
+``exp(sum nll / n tokens)``, weighting every batch by its number of predicted tokens, so the final short batch
+counts for what it holds.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ class LanguageModelTask(TaskOptimization, ParallelizeMixin, pl.LightningModule):
     # -- one segment -------------------------------------------------------------------------------------------
     def forward(self, input_ids: torch.Tensor, target: torch.Tensor | None = None, memory: Any = None):
         if target is not None and hasattr(self.model, "ext_len"):
-            # The data decides which leading tokens are context only (TXL "half loss" ablations, spec §2.8).
+            # The data decides which leading tokens are context only (TXL "half loss" ablations, Yang thesis Table 2.6).
             self.model.ext_len = input_ids.size(1) - target.size(1)
         return self.model(input_ids, target=target, memory=memory)
 

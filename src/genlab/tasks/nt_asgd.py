@@ -1,9 +1,9 @@
-"""Non-monotonically triggered averaged SGD (NT-ASGD, MoS spec §3.2, AWD-LSTM).
+"""Non-monotonically triggered averaged SGD (NT-ASGD of AWD-LSTM, Merity et al. 2018, as MoS uses it).
 
 Training runs plain SGD; after each epoch's validation, the trigger compares the loss with the minimum of all
 but the last ``nonmono`` recorded losses (strict ``>``, checked before appending) and, once it fires, starts a
 uniform Polyak average of the iterates. Instead of ``torch.optim.ASGD`` (whose eta lags the per-step lr
-rescale by one step and whose averaging conventions vary across versions, spec P15) the optimiser stays SGD and
+rescale by one step and whose averaging conventions vary across versions) the optimiser stays SGD and
 this class keeps the average: ``ax`` after k post-switch steps is the mean of iterates 1..k.
 """
 

@@ -1,4 +1,5 @@
-"""Pretraining of the PixelCNN++ density model used by the bad GAN's low-density term (bad-GAN spec §2.5.7).
+"""Pretraining of the PixelCNN++ density model used by the bad GAN's low-density term (Yang thesis
+§3.1.5, Eq. (3.4); PixelCNN++ of Salimans et al. 2017).
 
 Minimises bits per dimension on the training images ([-1, 1], discretised to the dataset's levels); logs
 ``train/bpd``, ``valid/bpd``, ``test/bpd`` and the 10 % quantile of per-image log p on the evaluation split

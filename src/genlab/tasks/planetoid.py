@@ -1,4 +1,5 @@
-"""Planetoid objective (spec §3.3-§4): alternating SGD steps on the supervised loss and on the context loss.
+"""Planetoid objective (Yang thesis §3.3.3, Eq. (3.12)-(3.14), Algorithm 3): alternating SGD steps on the supervised
+loss and on the context loss.
 
 Each training batch is one step of the schedule built by :class:`genlab.data.graphs.planetoid.PlanetoidDataModule`
 (the first batch is the whole unsupervised warm-up); every sub-batch gets its own optimiser step, with its own
@@ -106,7 +107,7 @@ class PlanetoidTask(pl.LightningModule):
             if losses:
                 self.log(f"{prefix}/{kind}_loss", torch.stack(losses).mean(), batch_size=1)
         if batch["warmup"] and sums["ctx"]:
-            self.warmup_losses = torch.stack(sums["ctx"])  # kept for inspection (spec check 20)
+            self.warmup_losses = torch.stack(sums["ctx"])  # kept for inspection (a unit test reads them)
 
     # ---- evaluation
     def _accuracy(self, batch: dict) -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""Pretraining objectives of the XLNet paper and its baselines (spec §2.9, §4, §8).
+"""Pretraining objectives of the XLNet paper and its baselines (XLNet paper §2.3 and the §3.7 ablation).
 
 * :class:`PermutationLMTask` — XLNet permutation LM (two-stream, partial prediction), memory carried across
   consecutive batches of the same streams (one memory per accumulated chunk), optional NSP head (ablation row 8).
@@ -68,7 +68,7 @@ class _PretrainTask(LanguageModelTask):
 
 class _MemoryMixin:
     """XLNet memory across consecutive batches: zeros of full mem_len at the start (``mem_init=zeros``, official)
-    or empty (``none``); never reset inside a pass (spec §3.2); evaluation splits use their own memory.
+    or empty (``none``); never reset inside a pass (the authors' data pipeline); evaluation splits use their own memory.
 
     Training keeps one memory per accumulated chunk of streams (``batch["chunk"]``, see PretrainDataModule), so
     1 process accumulating A micro-batches carries the same memories as A processes (TXL ``batch_chunk``)."""
@@ -207,5 +207,5 @@ class MaskedLMTask(_PretrainTask):
 
 
 def masked_fraction(batch: dict[str, Any], mask_id: int = 6) -> float:
-    """Share of input positions holding ``<mask>`` (C27: ≈12% for BERT, 0 for XLNet)."""
+    """Share of input positions holding ``<mask>`` (≈12% for BERT, 0 for XLNet)."""
     return float((batch["input_ids"] == mask_id).float().mean())

@@ -4,9 +4,9 @@ Batches (dicts of tensors, fixed length ``max_seq_len``):
 ``input_ids`` [B,T] long, ``token_type_ids`` [B,T] long, ``attention_mask`` [B,T] long (1 = real token),
 ``labels`` [B] long (class index) or float (STS-B), ``index`` [B] long (row of the example in its split).
 
-Layouts (spec xlnet.md §5.1): ``xlnet`` = ``A <sep> B <sep> <cls>``, segments A=0, B=1, ``<cls>``=2, padding=4,
-**left** padding with id 0 so ``<cls>`` is last; ``bert`` = ``<cls> A <sep> B <sep>``, segments 0/1, right padding;
-``funnel`` = the ``bert`` layout with segment 2 on ``<cls>`` (Funnel-Transformer, spec funnel_transformer.md §4.2).
+Layouts (as the official XLNet and BERT code): ``xlnet`` = ``A <sep> B <sep> <cls>``, segments A=0, B=1, ``<cls>``=2,
+padding=4, **left** padding with id 0 so ``<cls>`` is last; ``bert`` = ``<cls> A <sep> B <sep>``, segments 0/1, right
+padding; ``funnel`` = the ``bert`` layout with segment 2 on ``<cls>`` (Funnel-Transformer, as its code).
 Pair truncation drops the last token of the longer of A/B until everything fits.
 
 Evaluation splits: validation = the task's dev split(s) (MNLI: matched, mismatched); test = the same labelled dev

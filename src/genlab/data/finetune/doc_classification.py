@@ -1,11 +1,11 @@
-"""Document classification readers (spec xlnet.md §5.3, §6): IMDB folders and the Zhang et al. (2015) CSV layout
-(Yelp-2/5, DBpedia, AG News, Amazon-2/5). The seeds report test **error rate**; as in the official scripts the test
+"""Document classification readers (XLNet paper §3.4): IMDB folders and the Zhang et al. (2015) CSV layout
+(Yelp-2/5, DBpedia, AG News, Amazon-2/5). The papers report test **error rate**; as in the official scripts the test
 split doubles as "dev" (no separate dev set).
 
 * IMDB: ``<root>/{train,test}/{pos,neg}/*.txt`` (root = the ``aclImdb`` folder), ``<br />`` replaced by a space.
 * CSV: ``<root>/{train,test}.csv``, fields ``"label","text"`` (Yelp) or ``"label","title","body"`` (others), labels
   1..K, ``\\n`` escaped as a literal backslash-n. Title and body are joined as ``title + " " + body`` (platform
-  default, spec §6).
+  default; the papers do not say).
 """
 
 from __future__ import annotations

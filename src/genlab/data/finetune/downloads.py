@@ -1,4 +1,4 @@
-"""``download`` tier of the finetuning datasets (spec xlnet.md §6): canonical URLs, sha256 digests from public
+"""``download`` tier of the finetuning datasets: canonical URLs, sha256 digests from public
 records, and the preparation that turns each archive into the layout its reader opens.
 
 Where the digests come from (never computed by us, never guessed):

@@ -1,4 +1,5 @@
-"""k-fold cross-validation over a small labelled set (spec gpt.md §7a G2: 5-fold CV over the 200 newsgroups posts).
+"""k-fold cross-validation over a small labelled set (the newsgroups transfer mini: 5-fold CV over
+its 200 posts).
 
 :func:`stratified_folds` assigns every example to one of ``n_folds`` parts, class by class, so each part holds about
 ``1 / n_folds`` of every class; :func:`fold_split` gives the (train, test) indices of one fold. The assignment

@@ -1,5 +1,5 @@
 """GLUE readers for the real TSV layouts of all nine tasks plus the diagnostic set (AX), and the submission
-format of the GLUE server (spec xlnet.md §5.3, §6).
+format of the GLUE server (XLNet paper §3.5).
 
 Files follow the layout of the official GLUE download (one folder per task): ``train.tsv``, ``dev.tsv``,
 ``test.tsv``; MNLI has ``dev_matched.tsv``/``dev_mismatched.tsv``/``test_matched.tsv``/``test_mismatched.tsv``;

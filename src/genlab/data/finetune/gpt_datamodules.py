@@ -1,4 +1,4 @@
-"""GPT-1 finetuning data (spec gpt.md §2.5, §4.2): the finetuning suite's DataModules with GPT's input
+"""GPT-1 finetuning data (GPT-1 paper §3.3, §4.2): the finetuning suite's DataModules with GPT's input
 transformations (``genlab.data.finetune.gpt_transforms``) and tokenizer (``genlab.data.tokenizers.gpt_bpe``).
 
 * :class:`GPTClassificationDataModule` — every GLUE task, SNLI / SciTail and the document-classification sets

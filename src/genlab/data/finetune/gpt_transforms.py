@@ -1,4 +1,4 @@
-"""GPT-1's task-specific input transformations (spec gpt.md §2.5, seed 003 §3.3): structured inputs serialised
+"""GPT-1's task-specific input transformations (GPT-1 paper §3.3, Fig. 1): structured inputs serialised
 into token sequences with new start / delimiter / extract tokens, as pure functions over token-id lists.
 
 | task             | sequence(s)                                         |
@@ -15,7 +15,7 @@ every row and causal attention keeps it blind to padding.
 Truncation (``max_len`` = the model's context, counting the specials; the paper gives none except Story Cloze):
 * classification: the text keeps its first ``max_len − 2`` tokens;
 * pairs (entailment, similarity): longest-first from the end of the longer part (our choice);
-* multiple choice: question and answers stay whole, the document loses its end (spec §9.5; document and question
+* multiple choice: question and answers stay whole, the document loses its end (our choice; document and question
   are concatenated without a delimiter, as the paper's ``[z; q; $; a_k]``); if question + answer alone do not
   fit, the pair is truncated longest-first;
 * Story Cloze as released (``transform_roc``): story and ending each cut to ``max_part = n_ctx // 2 − 2 = 254``.

@@ -1,5 +1,5 @@
-"""SNLI and SciTail (GPT-1's NLI tasks outside GLUE, spec gpt.md §4.2) in their official file formats, their three
-data tiers and their offline minis. Both feed ``ClassificationDataModule`` as sentence pairs (``Example``).
+"""SNLI and SciTail (GPT-1's NLI tasks outside GLUE, GPT-1 paper §4.2, Table 1) in their official file formats, their
+three data tiers and their offline minis. Both feed ``ClassificationDataModule`` as sentence pairs (``Example``).
 
 * **SNLI 1.0** (``snli_1.0.zip``; ``data.path`` = its ``snli_1.0`` folder): ``snli_1.0_{train,dev,test}.jsonl``, one
   JSON object per line with ``gold_label``, ``sentence1`` (premise), ``sentence2`` (hypothesis) and ``pairID``.

@@ -1,4 +1,4 @@
-"""RACE reader, 4-way multiple-choice features and DataModule (spec xlnet.md §5.5, §6).
+"""RACE reader, 4-way multiple-choice features and DataModule (XLNet paper §3.2).
 
 Layout on disk: ``<root>/{train,dev,test}/{middle,high}/*.txt``, each a JSON object with ``article``,
 ``questions`` [n], ``options`` [n][4], ``answers`` [n] (letters A-D) and ``id``.

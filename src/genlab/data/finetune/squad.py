@@ -1,5 +1,5 @@
 """SQuAD 1.1 / 2.0: official JSON reader, doc-stride windows, XLNet input features, n-best post-processing
-(spec xlnet.md §5.4).
+(XLNet paper §3.3; the official ``run_squad.py``).
 
 Features (one per window), layout ``[P pieces] <sep> [Q pieces] <sep> <cls> [pad]`` — paragraph first, **right**
 padding; segments P=0, Q=1, ``<cls>``=2, pad=3 (``bert`` layout: P=0, Q=1, ``<cls>``=1, pad=0, since BERT has two
@@ -10,8 +10,8 @@ and ``is_impossible`` = 1.
 With a WordPiece tokenizer (a BERT checkpoint's ``vocab.txt``, ``data.layout=bert``) the features use BERT's own
 layout and special ids: ``[CLS] [Q pieces] [SEP] [P pieces] [SEP] [PAD]``, segments Q=0, P=1, ``cls_index`` = 0,
 ``p_mask`` 0 only on ``[CLS]`` and the paragraph; every paragraph piece of a window may start or end an answer.
-The ``funnel`` layout is that question-first layout with segment 2 on ``[CLS]``, with either tokenizer (spec
-funnel_transformer.md §4.2).
+The ``funnel`` layout is that question-first layout with segment 2 on ``[CLS]``, with either tokenizer (the
+Funnel-Transformer code's layout).
 
 Character alignment (genlab.data.finetune.squad_align): the whole paragraph is encoded once. SentencePiece pieces are
 aligned to the raw characters by the official longest-common-subsequence match, so normalisation differences
@@ -311,8 +311,8 @@ class SquadDataModule(ResumableTrainOrder, pl.LightningDataModule):
     the windows with :func:`postprocess` and scores with genlab.metrics.squad_eval.
 
     ``eval_version`` (default: ``version``) picks the dev set that is scored, from ``eval_path`` (default
-    ``path``): ``version=2.0 eval_version=1.1`` is the seeds' SQuAD 1.1 protocol -- the model finetuned on 2.0
-    data answers the 1.1 dev questions with its best non-null span (``dev_version`` tells the task)."""
+    ``path``): ``version=2.0 eval_version=1.1`` is the SQuAD 1.1 protocol of XLNet paper §3.3 -- the model finetuned on
+    2.0 data answers the 1.1 dev questions with its best non-null span (``dev_version`` tells the task)."""
 
     def __init__(self, version: str = "2.0", source: str = "path", path: str | None = None,
                  cache_dir: str | None = None, tokenizer: str | None = None, vocab_size: int = 32000,
@@ -324,7 +324,7 @@ class SquadDataModule(ResumableTrainOrder, pl.LightningDataModule):
             if v not in ("1.1", "2.0"):
                 raise DataError(f"data.{key}={v!r} must be '1.1' or '2.0'.")
         self.version, self.source, self.path, self.cache_dir = version, source, path, cache_dir
-        # the seeds' SQuAD 1.1 protocol: train on 2.0, score the 1.1 dev set (eval_version="1.1")
+        # the XLNet paper's SQuAD 1.1 protocol: train on 2.0, score the 1.1 dev set (eval_version="1.1")
         self.dev_version, self.eval_path = eval_version or version, eval_path
         self.tokenizer_file, self.vocab_size, self.lower, self.layout = tokenizer, vocab_size, lower, layout
         self.max_seq_len, self.doc_stride, self.max_query_length = max_seq_len, doc_stride, max_query_length

@@ -1,4 +1,4 @@
-"""Character <-> SentencePiece alignment for SQuAD (spec xlnet.md §5.4), the way the official XLNet preprocessing
+"""Character <-> SentencePiece alignment for SQuAD (XLNet paper §3.3), the way the official XLNet preprocessing
 does it: a longest-common-subsequence match between the raw paragraph and the concatenated pieces.
 
 Why LCS: the tokenizer sees normalised text (whitespace collapsed, ``````/``''`` -> ``"``, NFKD with accents

@@ -1,4 +1,4 @@
-"""Story Cloze Test (ROCStories, Spring 2016; spec gpt.md §2.5, §4.2): reader, the release's train/dev split, data
+"""Story Cloze Test (ROCStories, Spring 2016; GPT-1 paper §3.3, §4.2): reader, the release's train/dev split, data
 tiers and the offline mini.
 
 Official files (``data.path`` = the folder holding them; the dataset is distributed by request, so there is no
@@ -11,11 +11,11 @@ and 374 dev stories with scikit-learn's ``train_test_split(test_size=374, random
 permutation from NumPy's legacy ``RandomState(seed)``, dev = its first 374 entries, train = the rest in permuted
 order; :func:`release_split` reproduces exactly that with NumPy alone. The test file is the reported split.
 
-Mini (spec §7a.2; GENERATED task from REAL text: gensim's ``lee_background.cor``, 300 news documents): every window
+Mini (GENERATED task from REAL text: gensim's ``lee_background.cor``, 300 news documents): every window
 of 5 consecutive sentences of a document gives 4 context sentences and the true 5th; the wrong ending is a random
 sentence of another document; the answer slot is random. Documents are shuffled with a fixed seed and split
 200 / 100 into the validation-file role and the test-file role. At the CPU scale of the minis every variant is near
-chance (spec §7a G4): it checks the pipeline, not transfer.
+chance: it checks the pipeline, not transfer.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Context sampling for Planetoid (spec §3.2): random-walk (graph) context and label context, vectorised in numpy.
+"""Context sampling for Planetoid (Yang thesis §3.3.3, Algorithm 2): random-walk (graph) context and label context,
+vectorised in numpy.
 
 Two samplers:
 - :class:`PaperSampler` — Algorithm 2 of the thesis: every triple flips an ``r2`` coin (graph vs label context)
@@ -169,7 +170,7 @@ def _empty() -> ContextBatch:
 
 
 class ReferenceSampler:
-    """The released code's ``gen_graph`` / ``gen_label_graph`` (spec §3.2, reference sampler).
+    """The released code's ``gen_graph`` / ``gen_label_graph`` (the reference sampler).
 
     ``n_context`` restricts instances and contexts to ids below it (inductive: the ``allx`` nodes); walks start
     only there but may pass through other nodes, and pairs touching them are dropped.
@@ -238,7 +239,7 @@ class ReferenceSampler:
 
 
 class PaperSampler:
-    """Algorithm 2 of the thesis, ``batch_size`` triples at a time (spec §3.2).
+    """Algorithm 2 of the thesis, ``batch_size`` triples at a time.
 
     ``neg_mode``: ``r1_coin`` (gamma = +1 with probability r1, negatives corrupt c uniformly), ``full_softmax``
     (positives only), ``k_negatives`` (every positive plus ``neg_samp`` uniform corruptions).

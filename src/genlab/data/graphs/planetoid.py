@@ -4,8 +4,8 @@ Tiers (``data.source``): ``path`` reads ``ind.<name>.*`` from ``data.path``; ``d
 kimiyoung/planetoid repository with sha256 checks; ``mini`` writes ``karate`` (Zachary's karate club, networkx)
 or ``synth`` (a stochastic-block-model citation graph) in the same file format.
 
-A training batch is one step of the reference schedule (spec §4.1): a list of sub-batches, each either
-``{"kind": "sup", "nodes"}`` (a supervised SGD step) or ``{"kind": "ctx", "i", "c", "gamma"}`` (a context step),
+A training batch is one step of the reference schedule (Algorithm 3 of Yang thesis §3.3.3): a list of sub-batches, each
+either ``{"kind": "sup", "nodes"}`` (a supervised SGD step) or ``{"kind": "ctx", "i", "c", "gamma"}`` (a context step),
 plus the shared node features ``x`` [N, F] and labels ``y`` [N] (-1 = unknown). The first batch holds the whole
 unsupervised warm-up. Evaluation batches are ``{"x", "y", "nodes"}``.
 """
@@ -71,8 +71,8 @@ def synthetic_planetoid(
     n_featureless: int = 3,
     seed: int = 0,
 ) -> dict:
-    """A stochastic block model with class-topic bag-of-words features (spec §5.7), laid out like the real files,
-    including the Citeseer corner cases: duplicate adjacency entries, self-loops, feature-less test-range ids."""
+    """A stochastic block model with class-topic bag-of-words features (an offline stand-in), laid out like the real
+    files, including the Citeseer corner cases: duplicate adjacency entries, self-loops, feature-less test-range ids."""
     rng = np.random.default_rng(seed)
     n = n_classes * per_class
     cls = np.repeat(np.arange(n_classes), per_class)
@@ -133,7 +133,7 @@ def dataset_spec(name: str) -> DatasetSpec:
 
 # ------------------------------------------------------------------------------------------------ sampling
 class PlanetoidSteps(IterableDataset):
-    """Yields the warm-up batch, then ``steps`` schedule steps (spec §4.1) as lists of sub-batches."""
+    """Yields the warm-up batch, then ``steps`` schedule steps (Algorithm 3) as lists of sub-batches."""
 
     def __init__(self, dm: PlanetoidDataModule):
         self.dm = dm

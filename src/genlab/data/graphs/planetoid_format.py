@@ -21,8 +21,8 @@ PICKLED = ("x", "y", "tx", "ty", "allx", "ally", "graph")
 SUFFIXES = PICKLED + ("test.index",)
 SUMS_FILE = "SHA256SUMS"
 
-# sha256 of the files released in kimiyoung/planetoid/data (spec §5.2). Pubmed's allx was not in the snapshot
-# the spec read; its public record is the repository's own tree (KNOWN_GIT_BLOB below).
+# sha256 of the files released in kimiyoung/planetoid/data. Pubmed's allx was not in the snapshot
+# we hashed; its public record is the repository's own tree (KNOWN_GIT_BLOB below).
 KNOWN_SHA256: dict[str, str | None] = {
     "ind.cora.x": "23cfa55d91c6f624233f5eb7b6e3f141f1bd2b2ae39608a63cf5d084bb27baab",
     "ind.cora.y": "94465c14eb53e04ca262198dcbb2521ee8af60fb3f3d546cd6ca24a511b0e7d1",
@@ -189,7 +189,7 @@ class PlanetoidGraph:
         return np.arange(self.n_labeled)
 
     def val_idx(self, size: int = 500) -> np.ndarray:
-        """GCN convention (spec §5.6): the first ``size`` unlabelled ``allx`` nodes."""
+        """GCN convention (the thesis has no validation split): the first ``size`` unlabelled ``allx`` nodes."""
         return np.arange(self.n_labeled, min(self.n_labeled + size, self.n_train))
 
 
@@ -247,7 +247,8 @@ def load(root: str | Path, name: str) -> PlanetoidGraph:
 
 
 def trans_order(g: PlanetoidGraph) -> np.ndarray:
-    """Old id of each ``trans`` node: labelled ``0..L-1``, then test nodes in tx order, then the rest (spec §5.1)."""
+    """Old id of each ``trans`` node: labelled ``0..L-1``, then test nodes in tx order, then the rest (the file format's
+    order)."""
     rest = np.setdiff1d(np.arange(g.num_nodes), np.concatenate([g.train_idx, g.test_idx]))
     return np.concatenate([g.train_idx, g.test_idx, rest])
 

@@ -1,5 +1,6 @@
 """Semi-supervised image DataModule: a labelled stream, an unlabelled stream and (MNIST) a second independent
-unlabelled stream for the generator step (bad-GAN spec §3.1, §4.1).
+unlabelled stream for the generator step (the label counts of Yang
+thesis §3.1.6).
 
 Each stream is infinite and reshuffles at every pass, emitting the last partial batch, as in the reference
 code; training length is set by ``trainer.max_steps``. ``n_valid > 0`` holds that many training images out of

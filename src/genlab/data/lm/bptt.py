@@ -1,4 +1,4 @@
-"""AWD-LSTM data iteration: ordered streams with a variable BPTT length per training step (MoS spec §3.1).
+"""AWD-LSTM data iteration: ordered streams with a variable BPTT length per training step (AWD-LSTM, as the MoS code).
 
 Training windows: ``bptt' = bptt`` with probability 0.95 else ``bptt / 2``; ``seq_len = max(5, int(N(bptt', 5)))``
 capped at ``bptt + max_seq_len_delta``; each batch carries ``lr_scale = seq_len / bptt`` (the sampled length,

@@ -95,7 +95,7 @@ LM1B_MOS_FILES = (*R.LM1B_TRAIN_SHARDS, *R.LM1B_MOS_VALID, *R.LM1B_MOS_TEST)
 
 
 def _read_lm1b_mos(root: Path, vocab: Vocab | None, num_proc: int, vocab_size: int, shuffle_seed: int):
-    """MoS 1B (spec mos.md §4, P16): lower-cased, top-``vocab_size`` vocabulary from the training shards,
+    """MoS 1B (Dai thesis App. A.3, Table A.3): lower-cased, top-``vocab_size`` vocabulary from the training shards,
     ``<eos>`` after every sentence, valid heldout-00/10 and test heldout-20/30/40."""
     vocab = R.build_lm1b_top_vocab(root, vocab_size, num_proc=num_proc) if vocab is None else vocab
     return R.read_lm1b(root, "eos", shuffle_seed, valid_shards=R.LM1B_MOS_VALID, test_shards=R.LM1B_MOS_TEST,
@@ -250,8 +250,9 @@ def load_lm_corpus(
     for the MoS LM1B setup ``lm1b_mos``); an unknown one is a ConfigError.
     Defaults follow the Transformer-XL pipeline; the MoS/AWD-LSTM one is ``vocab_order=first_appearance`` (and
     ``lower_case=false`` for PTB). ``vocab_file`` (a saved :class:`Vocab` JSON, e.g. the vocabulary shipped with an
-    imported checkpoint, TXL P25) encodes the corpus with that vocabulary instead of rebuilding one.
-    ``num_proc`` processes tokenise (None: the available cores, at most 8); the cache does not depend on it.
+    imported checkpoint, whose ids a rebuilt vocabulary would not reproduce) encodes the corpus with that vocabulary
+    instead of rebuilding one. ``num_proc`` processes tokenise (None: the available cores, at most 8); the cache does
+    not depend on it.
     """
     ds = DATASETS.get(name)
     if ds is None:

@@ -1,4 +1,5 @@
-"""Readers for the real on-disk formats of the language-modelling benchmarks (TXL spec §4.1, MoS spec §4).
+"""Readers for the real on-disk formats of the language-modelling benchmarks (as the Transformer-XL and MoS
+code read them).
 
 Each ``read_*`` takes the dataset directory and returns ``(vocab, {"train", "valid", "test"} -> int32 ids)``.
 Word corpora are split on whitespace one line at a time (one dict lookup per token); byte and character
@@ -206,7 +207,7 @@ def _separated_chunks(path: Path, chunk: int | None = None) -> Iterable[tuple[in
 def parse_decimal_bytes(path: Path, keep_newlines: bool = False) -> np.ndarray:
     """Decimal byte values of an enwik8-format file, in order; a newline becomes byte 10 only if ``keep_newlines``.
 
-    The official pipeline reads line by line without ``<eos>``, so newline bytes are dropped (TXL P12).
+    The official pipeline reads line by line without ``<eos>``, so newline bytes are dropped.
     """
     parts = [_parse_decimal_chunk(buf, off, path, keep_newlines) for off, buf in _separated_chunks(Path(path))]
     values = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int16)
@@ -323,7 +324,7 @@ LM1B_VOCAB = "1b_word_vocab.txt"
 LM1B_TRAIN_SHARDS = tuple(f"{LM1B_TRAIN_DIR}/news.en-{i:05d}-of-00100" for i in range(1, 100))
 LM1B_HELDOUT = f"{LM1B_HELDOUT_DIR}/news.en.heldout-00000-of-00050"
 LM1B_CONVENTIONS = ("pytorch", "tf", "eos")
-# MoS (spec mos.md §4 "1B Word", P16): valid heldout-00 and -10, test heldout-20, -30 and -40
+# MoS 1B Word (Dai thesis App. A.3): valid heldout-00 and -10, test heldout-20, -30 and -40
 LM1B_MOS_VALID = tuple(f"{LM1B_HELDOUT_DIR}/news.en.heldout-{i:05d}-of-00050" for i in (0, 10))
 LM1B_MOS_TEST = tuple(f"{LM1B_HELDOUT_DIR}/news.en.heldout-{i:05d}-of-00050" for i in (20, 30, 40))
 
@@ -346,7 +347,7 @@ def lm1b_stream(sentences: Sequence[str], vocab: Vocab, convention: str, where: 
 
     pytorch (default): consecutive sentences share one ``<S>`` boundary, so each sentence contributes its words and
     one closing ``<S>`` as targets and ``<S> -> <S>`` is never scored. ``opening`` writes the very first ``<S>``.
-    tf: the blocks are concatenated, which also scores each closing-to-opening ``<S> -> <S>`` (TXL P13).
+    tf: the blocks are concatenated, which also scores each closing-to-opening ``<S> -> <S>``.
     eos: MoS / AWD-LSTM ``data.py``, ``w1..wn <eos>`` per sentence and no opening symbol.
     """
     if convention == "eos":
@@ -374,7 +375,7 @@ def _sentences(path: Path, lower: bool = False) -> list[str]:
 def build_lm1b_top_vocab(root: Path, size: int, train_shards: Sequence[str] = LM1B_TRAIN_SHARDS,
                          num_proc: int = 1) -> Vocab:
     """MoS 1B vocabulary: ``<eos>``, ``<unk>`` and the ``size - 2`` most frequent lower-cased training words, so
-    that it has exactly ``size`` symbols (spec mos.md §4: "the top 100K tokens"; C15 counts V = 100,000)."""
+    that it has exactly ``size`` symbols (Dai thesis App. A.3: "the top 100K tokens", V = 100,000)."""
     specials = (EOS, "<unk>")
     if size <= len(specials):
         raise DataError(f"lm1b vocab_size={size} leaves no room for words; use more than {len(specials)}.")

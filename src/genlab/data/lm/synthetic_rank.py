@@ -1,4 +1,5 @@
-"""A synthetic high-rank language: topic-switching unigrams (MoS spec §7 C17).
+"""A synthetic high-rank language: topic-switching unigrams (a test bed for the rank
+argument of Dai thesis App. A.2).
 
 Every ``block`` tokens a latent topic z in {0..n_topics-1} is drawn uniformly; tokens are then drawn from that
 topic's unigram distribution over ``vocab_size`` words. A model that is unsure of the topic must predict

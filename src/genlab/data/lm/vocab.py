@@ -1,8 +1,8 @@
 """Symbol vocabularies for language modelling (word, char, byte), built exactly as the Transformer-XL code does.
 
-Frequency order (TXL spec §4.1): the specials first, then ``Counter.most_common()`` over the counted files, where
-each line is stripped and split on whitespace and end-of-line markers are not counted. Equal counts keep their
-first-occurrence order (Python 3 ``Counter`` plus a stable sort), so the ids are reproducible.
+Frequency order (the Transformer-XL code's ``Vocab``): the specials first, then ``Counter.most_common()`` over the
+counted files, where each line is stripped and split on whitespace and end-of-line markers are not counted. Equal counts
+keep their first-occurrence order (Python 3 ``Counter`` plus a stable sort), so the ids are reproducible.
 
 First-appearance order (MoS / AWD-LSTM ``data.py``): ids in the order symbols are first met in train, then
 valid, then test, with ``<eos>`` counted inline at the end of each line.
@@ -180,7 +180,7 @@ def build_word_vocab(
     lower: bool = False,
     num_proc: int = 1,
 ) -> Vocab:
-    """Word vocabulary from text files (TXL §4.1 or MoS order), counted in bounded pieces over ``num_proc``
+    """Word vocabulary from text files (Transformer-XL or MoS order), counted in bounded pieces over ``num_proc``
     processes; the counts are merged in file order, so ties and first-appearance order do not depend on it."""
     counter: Counter = Counter()
     progress = Progress("counting words for the vocabulary", total_bytes(files))

@@ -1,4 +1,4 @@
-"""Plain-text pretraining corpora (BooksCorpus/Wikipedia style, spec §3.1) tokenised once into memmaps.
+"""Plain-text pretraining corpora (BooksCorpus/Wikipedia style, XLNet paper §3.1) tokenised once into memmaps.
 
 On-disk format: shards of UTF-8 text matched by a glob, one sentence per line, an empty line ends a document.
 Shards are read in bounded line-aligned pieces, encoded with SentencePiece over ``num_proc`` processes and appended

@@ -1,10 +1,11 @@
 """LightningDataModule for XLNet (PLM), DAE + Transformer-XL and BERT (MLM) pretraining batches.
 
-Every batch is a whole step of ``batch_size`` streams per device (``DataLoader(batch_size=None)``), consumed in
-order so memory carries across consecutive batches (spec §3.2, pitfall 17). When the trainer accumulates A
-micro-batches (``data.global_batch``), the streams are split into ``world * A`` chunks and a training batch is
-one chunk at one step (key ``chunk``), so the optimiser steps on the same examples for any processes x A split. Items are addressed by (pass, step)
-and every random choice is keyed on (seed, pass, step, row), so a resumed run rebuilds the same batches.
+Every batch is a whole step of ``batch_size`` streams per device (``DataLoader(batch_size=None)``), consumed in order so
+memory carries across consecutive batches (no sample-level shuffling, as the authors' pipeline). When the trainer
+accumulates A micro-batches (``data.global_batch``), the streams are split into ``world * A`` chunks and a training
+batch is one chunk at one step (key ``chunk``), so the optimiser steps on the same examples for any processes x A split.
+Items are addressed by (pass, step) and every random choice is keyed on (seed, pass, step, row), so a resumed run
+rebuilds the same batches.
 
 Batch keys (all ``torch.long`` unless noted):
 
@@ -17,7 +18,7 @@ Batch keys (all ``torch.long`` unless noted):
 * ``mlm``: input_ids (corrupted, ``<cls> A <sep> B <sep>``), token_type_ids, attention_mask [B,T] (1 = real; 0 at
   the ``<pad>`` of a ``tail_pad`` rewrite), labels [B,T], nsp_label, pass, step. Funnel-Transformer's examples are
   these with ``cls_token_type=2``, ``tail_pad`` = its pooling stride and ``masking.num_targets`` /
-  ``masking.random_ids=any`` (spec funnel_transformer.md §2.8-§2.9, ``genlab.data.pretrain.mlm_examples``).
+  ``masking.random_ids=any`` (``genlab.data.pretrain.mlm_examples``).
 * training batches also carry ``chunk`` (int, the accumulation chunk; 0 without accumulation).
 """
 

@@ -1,4 +1,4 @@
-"""GPT-1 pretraining batches (spec gpt.md §3.1, §4.1): random contiguous windows of the concatenated token stream.
+"""GPT-1 pretraining batches (Radford et al. 2018, §4.1): random contiguous windows of the concatenated token stream.
 
 The corpus is the plain-text pretraining layout and tiers of XLNet pretraining (``genlab.data.pretrain.corpus``:
 ``corpus=text`` + ``path=``, or an offline mini of ``MINI_CORPORA``); documents are concatenated without separators

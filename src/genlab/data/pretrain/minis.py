@@ -1,7 +1,7 @@
 """Offline pretraining corpora in the plain-text pretraining format, from the Wikipedia excerpt in the gensim wheel:
 ``pretrain_mini``, ``pretrain_mini_heldout`` (without the cloze finetuning minis' dev/test sentences, so
 pretrain-then-finetune never reads a test answer), ``race_mini_tapt`` (task-adaptive text for RACE) and
-``funnel_wiki_mini`` (the Funnel-Transformer real-data mini of spec funnel_transformer.md §7a: paragraphs of at
+``funnel_wiki_mini`` (the Funnel-Transformer real-data mini, docs/systems/funnel.md: paragraphs of at
 least 20 words, the last 10 articles held out)."""
 
 from __future__ import annotations
@@ -78,9 +78,9 @@ FUNNEL_MIN_WORDS, FUNNEL_HELDOUT_ARTICLES = 20, 10
 
 
 def build_funnel_wiki_mini(root: Path) -> None:
-    """Spec funnel §7a: every paragraph of >= 20 words (lists, tables and templates are already gone), one sentence
-    per line, an empty line between articles; the last 10 articles in file order are the valid shard, the others go
-    round-robin over the train shards."""
+    """The Funnel-Transformer real-data mini: every paragraph of >= 20 words (lists, tables and templates are already
+    gone), one sentence per line, an empty line between articles; the last 10 articles in file order are the valid
+    shard, the others go round-robin over the train shards."""
     articles = list(iter_articles())
     docs: dict[str, list[str]] = {f: [] for f in MINI_FILES}
     for k, art in enumerate(articles):
@@ -96,6 +96,6 @@ def build_funnel_wiki_mini(root: Path) -> None:
 
 FUNNEL_WIKI_MINI = DatasetSpec(
     name="funnel_wiki_mini", files=MINI_FILES, build_mini=build_funnel_wiki_mini, mini_version="1",
-    notes="the gensim Wikipedia excerpt, paragraphs of >= 20 words, last 10 articles held out (Funnel spec §7a)",
+    notes="the gensim Wikipedia excerpt, paragraphs of >= 20 words, last 10 articles held out (Funnel mini)",
 )
 MINI_CORPORA = {spec.name: spec for spec in (PRETRAIN_MINI, PRETRAIN_MINI_HELDOUT, RACE_MINI_TAPT, FUNNEL_WIKI_MINI)}

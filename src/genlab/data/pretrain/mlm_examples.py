@@ -1,4 +1,5 @@
-"""Masked-LM corruption and BERT examples (spec §4.1, §4.2) on the same streams and A/B sampler as XLNet.
+"""Masked-LM corruption and BERT examples (BERT's recipe; the DAE baseline of XLNet paper §3.7) on the same streams and
+A/B sampler as XLNet.
 
 BERT layout: ``<cls> A <sep> B <sep>`` (CLS first), token types 0 for CLS/A/first SEP and 1 for B/second SEP,
 NSP label 1 = B is the true continuation (the XLNet convention; HF BERT uses 0 for "is next").
@@ -6,7 +7,7 @@ Corruption picks 15% of the non-special positions (capped by ``max_predictions``
 together, or at the positions of the XLNet span sampler (DAE ``selection=xlnet_spans``); of the picked positions
 80% become ``<mask>``, 10% a random ordinary piece and 10% stay unchanged.
 
-Funnel-Transformer's recipe (spec funnel_transformer.md §2.8, §2.9, §4.1) is the same example with three changes,
+Funnel-Transformer's recipe (Dai thesis §5.2.1, §5.3, and the authors' code) is the same example with three changes,
 all options here: the [CLS] token type is 2 (``cls_type``; it is "same segment" as every token in the relative
 segment term); exactly ``num_targets`` targets (85 of 512) whatever the length; random replacements drawn from
 the whole vocabulary, special ids included (``random_ids="any"``); and, with ``truncate_seq`` pooling of stride s,
@@ -135,8 +136,8 @@ def build_bert_example(
 
 def rewrite_tail(ids: np.ndarray, n: int) -> np.ndarray:
     """The last ``n`` tokens replaced by ``<sep>`` and ``n - 1`` ``<pad>`` (Funnel with ``truncate_seq`` and pooling
-    stride ``n`` = 2^(blocks-1), spec §2.9: the tokens truncation drops and up-sampling zeroes become padding; the
-    token types stay, the original last tokens of B are lost). ``n = 0`` returns ``ids``."""
+    stride ``n`` = 2^(blocks-1), as the authors' code: the tokens truncation drops and up-sampling zeroes become
+    padding; the token types stay, the original last tokens of B are lost). ``n = 0`` returns ``ids``."""
     if n <= 0:
         return ids
     if n >= len(ids) - 1:

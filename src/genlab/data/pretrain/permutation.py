@@ -1,4 +1,5 @@
-"""Factorization-order masks and partial-prediction slots for XLNet (spec xlnet.md §2.8, §2.9).
+"""Factorization-order masks and partial-prediction slots for XLNet (XLNet paper §2.3; masks as the
+authors' ``_local_perm``).
 
 ``local_perm`` is the official ``_local_perm`` rule, vectorised over leading batch dims ([..., T]):
 

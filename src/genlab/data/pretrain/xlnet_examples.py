@@ -1,4 +1,5 @@
-"""XLNet pretraining examples (spec §3.2-§3.4): streams, A/B segments, span-based targets, bi_data.
+"""XLNet pretraining examples (XLNet paper §2.5, §3.1; the authors' ``data_utils.py``): streams, A/B segments,
+span-based targets, bi_data.
 
 A split is one token stream plus a sentence-id stream. It is cut into contiguous rows; row b at step s+1 continues
 row b at step s by ``reuse_len`` tokens, so the model's memory carries across consecutive batches. Each example is
@@ -16,14 +17,14 @@ import numpy as np
 
 from genlab.errors import ConfigError, DataError
 
-# Fixed special ids of the XLNet SentencePiece model (spec §3.1).
+# Fixed special ids of the XLNet SentencePiece model.
 UNK_ID, BOS_ID, EOS_ID, CLS_ID, SEP_ID, PAD_ID, MASK_ID, EOD_ID, EOP_ID = range(9)
 SPECIAL_IDS = (UNK_ID, BOS_ID, EOS_ID, CLS_ID, SEP_ID, PAD_ID, MASK_ID, EOD_ID, EOP_ID)
 
 
 @dataclass(frozen=True)
 class SpanConfig:
-    """Span-based target sampling (§3.4). ``enabled=False``: every target is a single random piece."""
+    """Span-based target sampling (XLNet paper §3.1). ``enabled=False``: every target is a single random piece."""
 
     enabled: bool = True
     max_len: int = 5
@@ -171,7 +172,8 @@ class SegmentPair:
 def split_a_and_b(
     sent_ids: np.ndarray, begin: int, tot_len: int, rng: np.random.Generator, random_b_prob: float = 0.5
 ) -> SegmentPair | None:
-    """Cut ``tot_len`` tokens starting at ``begin`` into A and B at sentence boundaries (§3.3).
+    """Cut ``tot_len`` tokens starting at ``begin`` into A and B at sentence boundaries (the authors'
+    ``_split_a_and_b``).
 
     Returns None when the row has no room left (the writer stops there). A random B (label 0) is drawn from the
     same row and widened to whole sentences; the longer of A/B is then cut from its right end (B on a tie).

@@ -1,4 +1,4 @@
-"""Answer chunks for unlabelled paragraphs (spec gdan.md §5.2) and the unlabelled-paragraph JSONL format.
+"""Answer chunks for unlabelled paragraphs (Yang thesis §3.2.5) and the unlabelled-paragraph JSONL format.
 
 The thesis tags Wikipedia paragraphs with the Stanford POS tagger, a small constituency grammar and the 7-class
 Stanford NER, then keeps 5 chunks per paragraph sampled by SQuAD's answer-type percentages. Neither tool is available
@@ -11,7 +11,7 @@ generator already knows (the synthetic fixture).
 
 :func:`sample_answers` draws k chunks per paragraph: at each draw a type is chosen with probability proportional to
 its SQuAD percentage among the types still available, then one of its chunks uniformly -- uniform sampling over
-chunks would over-represent noun phrases (spec §9).
+chunks would over-represent noun phrases.
 
 JSONL, one paragraph per line: ``{"id": str, "context": str, "answers": [{"text", "answer_start", "type"}]}``.
 """
@@ -34,7 +34,7 @@ from genlab.utils import atomic_write
 
 log = logging.getLogger(__name__)
 
-# Rajpurkar et al. 2016, Table 2 (percent of SQuAD dev answers per type; spec §5.2 [EXTERNAL]).
+# Rajpurkar et al. 2016, Table 2 (percent of SQuAD dev answers per type).
 SQUAD_TYPE_PERCENT = {"Date": 8.9, "Other Numeric": 10.9, "Person": 12.9, "Location": 4.4, "Other Entity": 15.3,
                       "Common Noun Phrase": 31.8, "Adjective Phrase": 3.9, "Verb Phrase": 5.5, "Clause": 3.7,
                       "Other": 2.7}

@@ -1,4 +1,4 @@
-"""SQuAD v1.1 with unlabelled paragraphs for GDAN (spec gdan.md §5): the batches of genlab.tasks.gdan.
+"""SQuAD v1.1 with unlabelled paragraphs for GDAN (Yang thesis §3.2.5): the batches of genlab.tasks.gdan.
 
 Splits (genlab.data.qa.protocol): ``test`` = 10 % of the training file's articles (``split_seed``), ``dev`` = the
 official dev file, ``L`` = ``round(label_rate × N_train)`` questions of the remaining training articles (``seed``),
@@ -11,7 +11,7 @@ gold texts.
 Where the files come from (``source``): ``path`` = ``train-v1.1.json`` and ``dev-v1.1.json`` in ``path`` (the
 unlabelled file from ``unlabeled_path``, default ``<path>/unlabeled.jsonl``); ``download`` = the official SQuAD v1.1
 files (sha256-checked), with ``unlabeled_path``; ``mini`` = an offline build of all three files: ``mini=wiki`` real
-Wikipedia text (genlab.data.qa.wiki_mini, the spec's §5.5 mini), ``mini=synthetic`` the unit-test fixture.
+Wikipedia text (genlab.data.qa.wiki_mini), ``mini=synthetic`` the unit-test fixture.
 
 Tokens and vocabularies: genlab.data.qa.text (G's vocabulary is D's first ids, so G ids need no map).
 Training batches are ``{"lab": ..., "unl": ...}`` from two infinite, reshuffled streams whose position is saved in

@@ -1,4 +1,4 @@
-"""The thesis' SQuAD protocol (spec gdan.md §5.1; seed 000 §3.2.5): the hidden test set is replaced by 10 % of the
+"""The thesis' SQuAD protocol (Yang thesis §3.2.5): the hidden test set is replaced by 10 % of the
 training *articles*; the official dev set is the development set (model selection on its F1); the labelling rate is a
 fraction of the *original* training-set size, so 0.9 is the largest and uses every training question left after the
 test articles are removed.
@@ -65,7 +65,7 @@ def check_label_rate(rate: float) -> None:
 
 
 def labeled_size(rate: float, n_original: int) -> int:
-    """``round(rate × N_train_original)`` (spec check 14)."""
+    """``round(rate × N_train_original)``."""
     check_label_rate(rate)
     return round(rate * n_original)
 

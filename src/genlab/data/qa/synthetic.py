@@ -1,4 +1,4 @@
-"""Synthetic SQuAD-format fixture for GDAN's unit tests (spec gdan.md §5.3): deterministic facts about invented
+"""Synthetic SQuAD-format fixture for GDAN's unit tests: deterministic facts about invented
 people, cities, organisations, years and occupations, rendered as sentences; questions ask for one slot; the
 unlabelled paragraphs carry the slot spans as gold answers (with their SQuAD types). Years exercise the digits->0
 normalisation and the offset mapping back to the original text. Written in the same files as the real data

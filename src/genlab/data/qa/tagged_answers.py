@@ -1,5 +1,5 @@
-"""Answer chunks from a real tagger's POS and NER tags (S000 §3.2.5 "Answer Extraction"), mapped to the ten SQuAD
-answer types (Rajpurkar et al. 2016, Table 2) that :func:`genlab.data.qa.answers.sample_answers` weights by.
+"""Answer chunks from a real tagger's POS and NER tags (Yang thesis §3.2.5, "Answer Extraction"), mapped to the ten
+SQuAD answer types (Rajpurkar et al. 2016, Table 2) that :func:`genlab.data.qa.answers.sample_answers` weights by.
 
 The thesis tags paragraphs with the Stanford POS tagger and 7-class NER, then (a) keeps runs of one NER label as
 entities -- Money and Percent become "Other Numeric", Organization "Other Entity" -- and (b) cuts noun, verb and

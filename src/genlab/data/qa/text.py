@@ -1,4 +1,4 @@
-"""GDAN's word tokenizer and vocabularies (spec gdan.md §3.1, §3.3).
+"""GDAN's word tokenizer and vocabularies (platform choices; the thesis names no tokenizer).
 
 Tokens are the regex ``\\w+|[^\\w\\s]`` over the original string, each with its character span, so a predicted token
 span is cut from the original context (numbers and case intact). Vocabulary lookups use a normalised view:
@@ -6,7 +6,7 @@ lower-cased, every digit replaced by ``0`` ("CO2" -> "co0", "1990" -> "0000"), a
 
 Vocabularies share their ids: D's list starts with G's (specials, then G's words), so a G id is the same word's D id
 and no map is needed between the two models. G's words are those of L (questions and paragraphs) seen at least
-twice, capped (spec §3.3); D adds the other words of its training text (L and U paragraphs).
+twice, capped (a platform default); D adds the other words of its training text (L and U paragraphs).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def tokenize(text: str, norm: TextNorm = TextNorm()) -> tuple[list[str], np.ndar
 
 
 def token_span(offsets: np.ndarray, start: int, end: int) -> tuple[int, int] | None:
-    """Smallest token span (first, last) covering characters [start, end); None if no token does (spec §5.1).
+    """Smallest token span (first, last) covering characters [start, end); None if no token does.
     The finetuning suite's alignment, with our tokens as its pieces."""
     if not len(offsets):
         return None

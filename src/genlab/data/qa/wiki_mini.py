@@ -1,4 +1,4 @@
-"""The offline real-data mini of GDAN (spec gdan.md §5.5): real Wikipedia text from the excerpt shipped in gensim,
+"""The offline real-data mini of GDAN (docs/systems/gdan.md): real Wikipedia text from the excerpt shipped in gensim,
 written as SQuAD v1.1 files plus unlabelled paragraphs in GDAN's JSONL, so the full-scale reader and protocol run.
 
 * Paragraphs of >= 20 words from the 105 articles of genlab.data.text.wiki_excerpt, each cut to its first 100
@@ -10,7 +10,7 @@ written as SQuAD v1.1 files plus unlabelled paragraphs in GDAN's JSONL, so the f
 * Answers: the offline HeuristicExtractor's dates, numbers and entity runs. Questions are rule-made, **not human**
   ("cloze-to-wh"): the answer's sentence with the answer replaced by "when" / "how many" / "what" and "?"
   appended, dropped below 5 tokens. The training file keeps one question per paragraph (so the paper's labelling
-  rate 0.1 gives ~200 labelled questions, the low-resource regime of the spec's pilot); dev keeps up to 300.
+  rate 0.1 gives ~200 labelled questions, a low-resource regime); dev keeps up to 300.
   U keeps 5 chunks per paragraph, type-weighted, from the same three types.
 
 These questions resemble the Context baseline's pseudo-questions (both are the answer's local context), so the

@@ -1,8 +1,9 @@
-"""The 2-D semi-supervised toys of the bad-GAN case study (bad-GAN spec §5.3, §7 check 17) as a bad-GAN DataModule.
+"""The 2-D semi-supervised toys of the bad-GAN case study (Yang thesis §3.1.4) as a bad-GAN
+DataModule.
 
 All N points of ``four_spins`` / ``two_circles`` (``genlab.data.synthetic.toy2d``) are the unlabelled stream and the
 (transductive) evaluation set; ``labels_per_class`` of them, drawn from the seed, are labelled. ``fake=complement``
-adds the spec's complement generator, a known fake distribution, to every training batch as ``x_fake``: uniform in
+adds the case study's complement generator, a known fake distribution, to every training batch as ``x_fake``: uniform in
 the data's bounding box ± ``box_margin`` with every point closer than ``delta`` to a data point rejected, drawn once
 as a pool of ``fake_pool`` points (batches from it follow the same distribution without a distance computation per
 step). The bad-GAN task reads it with ``task.fake_source=data``.
@@ -27,7 +28,7 @@ FAKES = ("none", "complement")
 def complement_sample(x_unl: Tensor, n: int, gen: torch.Generator, box_margin: float = 0.2, delta: float = 0.3
                       ) -> Tensor:
     """n points uniform in the bounding box of ``x_unl`` (± box_margin), every point closer than ``delta`` to an
-    unlabelled point rejected: the complement generator of spec §5.3 item 1."""
+    unlabelled point rejected: the complement generator of Yang thesis §3.1.4."""
     lo, hi = x_unl.min(0).values - box_margin, x_unl.max(0).values + box_margin
     kept: list[Tensor] = []
     have = 0
@@ -52,7 +53,8 @@ class Toy2DSSLDataModule(SSLStreamDataModule):
         if dataset not in SSL_SETS:
             raise ConfigError(f"data.dataset={dataset!r} is unknown; choose one of {sorted(SSL_SETS)}.")
         if fake not in FAKES:
-            raise ConfigError(f"data.fake={fake!r}: use 'complement' (spec §5.3's complement generator) or 'none'.")
+            raise ConfigError(f"data.fake={fake!r}: use 'complement' (the case study's complement generator) "
+                              "or 'none'.")
         if g_step_unlabeled not in ("separate", "same"):
             raise ConfigError(f"data.g_step_unlabeled={g_step_unlabeled!r}: use 'separate' or 'same'.")
         if labels_per_class < 1:

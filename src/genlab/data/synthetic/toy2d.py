@@ -1,5 +1,5 @@
 """Synthetic 2-D data sets of the CEGAN and bad-GAN case studies, generated exactly as the reference code draws
-them (cegan spec §4.1; bad-GAN spec §5.3), with their analytic densities, and DataModules serving them.
+them (Dai thesis App. B.5.1; Yang thesis §3.1.4), with their analytic densities, and DataModules serving them.
 
 - ``gmm4``: 4 Gaussians, equal weights, means (±v, ±v), random diagonal covariances (RandomState(5)).
 - ``biased_gmm2``: weights 0.1 at (v, v) and 0.9 at (−v, −v), covariance 5·I (RandomState(2)).
@@ -101,7 +101,7 @@ def two_circles(n: int = 2000, seed: int = 0, radii: tuple[float, float] = (1.0,
     return np.concatenate(xs).astype(np.float32), np.concatenate(ys)
 
 
-PAPER_N = 100_000  # points per density data set in the paper (cegan spec §3.3)
+PAPER_N = 100_000  # points per density data set in the paper (Dai thesis App. B.5.1)
 DENSITY_SETS = {"gmm4": gmm4, "biased_gmm2": biased_gmm2, "two_spirals": two_spirals}
 
 

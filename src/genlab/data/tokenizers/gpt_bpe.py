@@ -1,4 +1,4 @@
-"""GPT-1 tokenizers (spec gpt.md §4.1): a lower-cased BPE, either trained on the pretraining corpus or the
+"""GPT-1 tokenizers (Radford et al. 2018, §4.1): a lower-cased BPE, either trained on the pretraining corpus or the
 published ``openai-gpt`` vocabulary of a Hugging Face folder.
 
 * **Trained (default): SentencePiece BPE**, ``vocab_size`` pieces (the paper: 40,000 merges = 40,478 types),
@@ -34,7 +34,7 @@ from genlab.errors import DataError
 HF_VOCAB, HF_MERGES = "vocab.json", "merges.txt"
 UNK = "<unk>"
 
-# The release's standardisation (text_utils.text_standardize), spec §4.1: dashes and ellipsis mapped to ASCII, a
+# The release's standardisation (text_utils.text_standardize): dashes and ellipsis mapped to ASCII, a
 # run of the listed punctuation set off by spaces, newlines kept as " \n ", other whitespace collapsed.
 _ASCII = str.maketrans({"\u2014": "-", "\u2013": "-", "\u2015": "-", "\u00b4": "'"})
 _PUNCT_RUN = re.compile(r"(-+|~+|!+|\"+|;+|\?+|\++|,+|\)+|\(+|\\+|/+|\*+|\[+|\]+|\}+|\{+|\|+|_+)")

@@ -1,4 +1,4 @@
-"""XLNet's view of a SentencePiece model (spec xlnet.md §3.1): fixed special ids, the official text normalisation,
+"""XLNet's view of a SentencePiece model (XLNet paper §3.1): fixed special ids, the official text normalisation,
 the "2000," split rule and the word-start table the span sampler reads. Shared by pretraining and finetuning data."""
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from genlab.errors import DataError
 
 CONTROL_SYMBOLS = ("<cls>", "<sep>", "<pad>", "<mask>", "<eod>")  # ids 3..7 after <unk>, <s>, </s>
 USER_SYMBOLS = ("<eop>", ".", "(", ")", '"', "-", "–", "£", "€")  # <eop> = 8
-# Single-character pieces that count as word starts: ASCII punctuation without the apostrophe, "=" and ">" (§3.4).
+# Single-character pieces that count as word starts: ASCII punctuation without the apostrophe, "=" and ">" (the authors'
+# span sampler).
 WORD_START_CHARS = frozenset('!"#$%&()*+,-./:;?@[\\]^_`{|}~')
 
 
@@ -68,7 +69,8 @@ class PieceTokenizer:
 
 
 def train_tokenizer(files: list[Path], model_prefix: Path, vocab_size: int, max_sentences: int = 1_000_000) -> Path:
-    """Unigram SentencePiece with the XLNet control/user symbols and special ids (spec §3.1), trained on ``files``."""
+    """Unigram SentencePiece with the XLNet control/user symbols and special ids (as the released XLNet vocabulary),
+    trained on ``files``."""
     model = Path(f"{model_prefix}.model")
     SentencePieceTokenizer.train(
         files, model, vocab_size, "unigram", user_defined_symbols=USER_SYMBOLS, control_symbols=CONTROL_SYMBOLS,

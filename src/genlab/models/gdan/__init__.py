@@ -1,4 +1,4 @@
-"""Semi-supervised QA with Generative Domain-Adaptive Nets (spec gdan.md): reader D, question generator G."""
+"""Semi-supervised QA with Generative Domain-Adaptive Nets (Yang thesis §3.2): reader D, question generator G."""
 
 from genlab.models.gdan.features import TAG_GEN, TAG_TRUE
 from genlab.models.gdan.generator import Encoded, Generated, QuestionGenerator, copy_mixture

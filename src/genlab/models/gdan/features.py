@@ -1,4 +1,4 @@
-"""Embedding and input-feature code shared by GDAN's reader D and generator G (spec gdan.md §3.2.1-§3.3).
+"""Embedding and input-feature code shared by GDAN's reader D and generator G (Yang thesis §3.2.4).
 
 Sequences are right-padded ``[B, T]`` id tensors with a boolean validity mask whose valid positions form a prefix.
 """
@@ -17,7 +17,7 @@ TAG_TRUE, TAG_GEN = 0, 1  # domain codes: d_true (human data, and every evaluati
 class TokenEmbedding(nn.Module):
     """Word embeddings that may be frozen (e.g. GloVe, ``freeze=True``) while the rows in ``trainable_ids``
     (domain tags, ``<unk>``) stay trainable: those rows live in a separate small table that overrides the lookup
-    (spec §3.2.1, pitfall "Frozen embeddings")."""
+    (a frozen table must not freeze the tags)."""
 
     def __init__(self, vocab_size: int, dim: int, freeze: bool = False, trainable_ids: Sequence[int] = (),
                  init_std: float = 0.1) -> None:
@@ -49,7 +49,7 @@ class TokenEmbedding(nn.Module):
 
 def append_tag(ids: Tensor, mask: Tensor, tag_ids: Tensor) -> tuple[Tensor, Tensor]:
     """Put ``tag_ids[b]`` at the first padding slot of row b (one column is added so a full row has room) and
-    extend the mask over it (spec §3.2.2: the tag is appended to the end of the question and the paragraph)."""
+    extend the mask over it (Yang thesis §3.2.4: the tag is appended to the end of the question and the paragraph)."""
     ids = F.pad(ids, (0, 1))
     mask = F.pad(mask, (0, 1))
     pos = mask.sum(1, keepdim=True)
@@ -73,7 +73,7 @@ def answer_indicator(start: Tensor, end: Tensor, length: int) -> Tensor:
 
 def answer_type_indicator(ids: Tensor, mask: Tensor, start: Tensor, end: Tensor) -> Tensor:
     """The ``type_match`` reading of "if a word token appears in the answer": 1.0 at every valid position whose id
-    occurs inside the answer span (spec §10 item 7)."""
+    occurs inside the answer span (our reading; the thesis does not define it)."""
     inside = answer_indicator(start, end, ids.shape[1]).bool() & mask
     hit = (ids[:, :, None] == ids[:, None, :]) & inside[:, None, :]
     return (hit.any(-1) & mask).float()

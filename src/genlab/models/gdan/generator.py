@@ -1,5 +1,5 @@
 """GDAN's generative model G: a sequence-to-sequence question generator with attention and a copy mechanism
-(spec gdan.md §3.3; seed 000 §3.2.4, Eq. 3.7).
+(Yang thesis §3.2.4, Eq. (3.7)).
 
 Encoder: a (default bidirectional) GRU over the paragraph embeddings with one extra 0/1 answer channel.
 Decoder: a GRU (or LSTM) with additive attention over the encoder states and input feeding. Every step mixes

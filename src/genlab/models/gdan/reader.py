@@ -1,5 +1,5 @@
 """GDAN's discriminative QA model D: a gated-attention reader with span output and domain tags
-(spec gdan.md §3.2; seed 000 §3.2.4).
+(Yang thesis §3.2.4).
 
 Default form (``reencode_per_layer=True``, Dhingra et al.'s GA reader): each of the first K-1 layers runs a fresh
 paragraph BiGRU over the current paragraph input and a fresh question BiGRU over the question embeddings, attends
@@ -58,9 +58,10 @@ def gated_attention(doc: Tensor, qry: Tensor, q_mask: Tensor) -> tuple[Tensor, T
 
 
 class MatrixAttention(nn.Module):
-    """fg-gating's active gating layer (spec §3.2): ``att_ij = v1ᵀ tanh(d_i ⊙ q_j) + v2ᵀ q_j + w_m·match_ij``,
-    softmax over valid j, output ``sum_j att_ij tanh(d_i ⊙ q_j)``. ``match_ij`` = 1 when the two tokens have the
-    same id (our stand-in for fg-gating's precomputed match feature, with one learned weight)."""
+    """fg-gating's active gating layer (the GA reader code, kimiyoung/fg-gating):
+    ``att_ij = v1ᵀ tanh(d_i ⊙ q_j) + v2ᵀ q_j + w_m·match_ij``, softmax over valid j, output
+    ``sum_j att_ij tanh(d_i ⊙ q_j)``. ``match_ij`` = 1 when the two tokens have the same id (our stand-in for
+    fg-gating's precomputed match feature, with one learned weight)."""
 
     def __init__(self, dim: int) -> None:
         super().__init__()

@@ -1,5 +1,5 @@
 """The GDAN system as one module: reader D, generator G (absent for the SL/Context rows), the optional domain
-classifier of the "Gen + GAN" baseline, and the hand-over of G's questions to D (spec gdan.md §3.3, §3.6)."""
+classifier of the "Gen + GAN" baseline, and the hand-over of G's questions to D (Yang thesis §3.2.4-§3.2.5)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from genlab.nn.mlp import mlp_layers
 
 class DomainClassifier(nn.Module):
     """"Gen + GAN": max-pool of D's question-aware paragraph states over valid positions, then a 1-hidden-layer
-    MLP -> logit of "human-written question" (spec §3.6, our reconstruction)."""
+    MLP -> logit of "human-written question" (our reconstruction of the thesis' baseline)."""
 
     def __init__(self, in_dim: int, hidden: int = 128) -> None:
         super().__init__()
@@ -51,7 +51,7 @@ class GDAN(nn.Module):
         self.g_to_d.copy_(g_to_d)
 
     def questions_for_reader(self, gen: Generated, g_p_ext: Tensor, p_ids: Tensor) -> tuple[Tensor, Tensor]:
-        """G's tokens as D's question ids (spec §3.3 "Hand-over G -> D"): vocabulary words through ``g_to_d``,
+        """G's tokens as D's question ids: vocabulary words through ``g_to_d``,
         copied OOV words as D's id of the paragraph token they were copied from; <eos>/padding dropped; an empty
         question becomes a single <unk>. ``g_p_ext`` and ``p_ids`` are the same paragraph's tokens ([B, T])."""
         g, r = self.generator, self.reader
