@@ -96,3 +96,24 @@ def test_resolve_fails_on_a_renamed_name():
     assert resolve("genlab.nn.positional.sinusoid_table") is not None
     with pytest.raises(AttributeError):
         resolve("genlab.nn.positional.no_such_function")
+
+
+PLATFORM_PAGES = [ROOT / "docs" / "index.md", *sorted((ROOT / "docs" / "platform").glob("*.md"))]
+
+
+@pytest.mark.parametrize("page", PLATFORM_PAGES, ids=lambda p: p.stem)
+def test_platform_pages_name_what_exists(page: Path):
+    """The home and platform pages: every `genlab.<name>`, `experiments/...` or `conf/...` path in code font and every
+    `experiment=` of a fenced command exists."""
+    presets = {p.stem for p in (ROOT / "conf" / "experiment").rglob("*.yaml")}
+    missing = []
+    for span, _ in code_spans(page):
+        if DOTTED.match(span):
+            try:
+                resolve(span)
+            except (ImportError, AttributeError) as err:
+                missing.append(f"{span}: {err}")
+        elif PATH.match(span) and not (ROOT / span).exists():
+            missing.append(f"{span}: no such file")
+    missing += [f"experiment={name}: no such preset" for name in fenced_experiments(page) if name not in presets]
+    assert not missing, f"{page.relative_to(ROOT)} names what does not exist:\n" + "\n".join(missing)
