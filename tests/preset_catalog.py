@@ -79,12 +79,15 @@ def _show(value) -> str:
 
 
 def data_of(data: dict) -> str:
-    """The dataset (or finetuning task, or pretraining corpus) and its tier (``data.source``)."""
-    name = data.get("dataset") or data.get("task") or data.get("corpus")
-    if not name:
-        name = data["_target_"].rsplit(".", 1)[-1].removesuffix("DataModule")
+    """The dataset (or finetuning task, or pretraining corpus) and its tier: ``data.source``; for pretraining corpora
+    ``data.path`` (``corpus=text``: a folder you pass) or ``mini``; ``generated`` for the synthetic 2-D sets."""
+    corpus = data.get("corpus")
+    name = data.get("dataset") or data.get("task") or data.get("name") or (corpus and f"{corpus} corpus")
+    name = name or data["_target_"].rsplit(".", 1)[-1].removesuffix("DataModule")
     source = data.get("source")
-    return f"{name} ({source})" if isinstance(source, str) and "${" not in source else str(name)
+    if source is None:
+        source = ("data.path" if corpus == "text" else "mini") if corpus else "generated"
+    return f"{name} ({source})" if "${" not in str(source) else str(name)
 
 
 def records(names: list[str]) -> dict[str, list[str]]:
