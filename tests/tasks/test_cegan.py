@@ -1,6 +1,7 @@
 """CEGAN (Dai's thesis §6.2, App. B): the tabular calibration theory (Eq. B.1, B.5, B.6, B.20), the nearest-neighbour
 entropy surrogate, loss signs, the VI NLL, energy forms, margin, the released code's gap scheduler, shapes and a small
-2-D behaviour on the biased mixture (App. B.5.1); the grid evaluation of Table B.2 is in tests/metrics/test_cegan_metrics.py."""
+2-D behaviour on the biased mixture (App. B.5.1); the grid evaluation of Table B.2 is in
+tests/metrics/test_cegan_metrics.py."""
 
 from functools import partial
 
