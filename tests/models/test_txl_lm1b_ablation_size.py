@@ -1,5 +1,5 @@
-"""The Table 2.7 (One Billion Word ablation) preset builds the seed's "about 0.3B" model with the LM1B projection
-setting (TXL spec §3.5, §2.9), counted on the meta device at the real vocabulary size."""
+"""The Table 2.7 (One Billion Word ablation) preset builds the thesis' "about 0.3B" model with the LM1B projection
+setting of the released code's adaptive softmax, counted on the meta device at the real vocabulary size."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from presets_snapshot import composed_preset  # noqa: E402
 
-LM1B_VOCAB = 793_471  # lines of 1b_word_vocab.txt (spec §4: ≈793K types, <S>, </S>, <UNK> included)
+LM1B_VOCAB = 793_471  # lines of 1b_word_vocab.txt (≈793K types, <S>, </S>, <UNK> included)
 
 
 def paper_model(preset: str):
