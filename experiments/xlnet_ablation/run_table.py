@@ -1,4 +1,4 @@
-"""XLNet ablation table ([004 Table 6], spec xlnet.md §8), pretraining to table in one command.
+"""XLNet ablation table ([004 Table 6]), pretraining to table in one command.
 
 For each ablation row: pretrain the row's preset (``python train.py``), then finetune its ``checkpoints/last.ckpt``
 on RACE, SQuAD 2.0, MNLI and SST-2 (one ``train.py -m`` sweep over the four presets and the seeds, on the
