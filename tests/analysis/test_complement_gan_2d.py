@@ -59,7 +59,7 @@ def test_features_between_counts_projection_inside_segment():
 
 
 def test_complement_generator_one_seed(tmp_path):
-    """CI-sized check 17: one seed, full budget; the boundary statistic is the discriminating one."""
+    """CI-sized four-spins claim: one seed, full budget; the boundary statistic is the discriminating one."""
     comp = train_and_evaluate(SPINS, 0, tmp_path)
     sup = train_and_evaluate(SPINS, 0, tmp_path, supervised=True)
     assert comp.accuracy >= 0.97

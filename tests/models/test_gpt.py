@@ -305,7 +305,7 @@ def test_bf16_autocast_matches_fp32_on_cpu():
     assert bf16_relative_error(model, ids((2, 16))) < 1e-2
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="check 22 at full size needs a CUDA GPU")
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the full-size check needs a CUDA GPU")
 def test_full_size_bf16_forward_and_a_finetuning_step_on_gpu():
     """Check 22: full-size bf16 forward within 1e-2 relative of fp32; one finetuning step on 32 x 2 choices x 512
     tokens (the release's Story Cloze batch at n_ctx 512) fits and runs."""

@@ -46,7 +46,7 @@ def test_table_b2_ordering_over_seeds(dataset, compose_cfg, tmp_path, record_pro
         record_property(f"kl_disc_data{v or '_ent_nn'}", statistics.fmean(values))
     for s in (0, 1):
         assert kl[""][s] < min(kl["_const"][s], kl["_gan"][s]), kl
-    if dataset == "gmm4":  # check 17: the entropy term does not hurt the generator
+    if dataset == "gmm4":  # the entropy term does not hurt the generator (Table B.2)
         gen = {v: statistics.fmean(m["test/kl_gen_emp"] for m in runs[v]) for v in ("", "_const")}
         assert gen[""] <= gen["_const"], gen
     if dataset == "biased_gmm2":

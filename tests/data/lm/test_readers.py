@@ -384,7 +384,7 @@ def test_default_cache_dir_is_the_sources_default(tmp_path, monkeypatch):
 
 
 def test_vocab_file_encodes_with_a_shipped_vocabulary(tmp_path):
-    """TXL P25: an imported checkpoint's vocabulary is used as is, not rebuilt from the corpus."""
+    """An imported checkpoint's vocabulary is used as is, not rebuilt from the corpus."""
     data = tmp_path / "wt"
     data.mkdir()
     _wikitext(data, WT_TRAIN)
