@@ -326,8 +326,8 @@ def test_gpt_g2_cross_validation_summary(tmp_path):
     out = run(["experiments/gpt/g2_cv.py", str(tmp_path / "sweep"), "--n-folds", "2"]).stdout
     assert "| data.n_folds=2 task.init_from_pretrained=true task.lm_coef=0 | 2 | 0.850, 0.750 | 0.800 ± 0.071 |" in out
     assert "| data.n_folds=2 task.init_from_pretrained=false task.lm_coef=0 | 2 | 0.450, 0.550 | 0.500 ± 0.071 |" in out
-    assert "G2 data.n_folds=2 task.lm_coef=0: pretrained 0.800 vs random 0.500: gap +0.300, spread 0.071 -> gap > spread: yes; spec bars (>= 0.75, >= +0.2): yes" in out
-    assert "G2 data.n_folds=2 task.init_from=other.ckpt task.lm_coef=0: pretrained 0.650 vs random 0.500: gap +0.150, spread 0.071 -> gap > spread: yes; spec bars (>= 0.75, >= +0.2): NO" in out
+    assert "G2 data.n_folds=2 task.lm_coef=0: pretrained 0.800 vs random 0.500: gap +0.300, spread 0.071 -> gap > spread: yes; G2 bars (>= 0.75, >= +0.2): yes" in out
+    assert "G2 data.n_folds=2 task.init_from=other.ckpt task.lm_coef=0: pretrained 0.650 vs random 0.500: gap +0.150, spread 0.071 -> gap > spread: yes; G2 bars (>= 0.75, >= +0.2): NO" in out
     assert "incomplete seed 2: folds [0]" in out and "unfinished:" in out and "broken" in out
 
 

@@ -1,7 +1,7 @@
-"""The Funnel presets carry the thesis' recipe (spec funnel_transformer.md §3, §4): every pretraining preset rewrites
-exactly its pooling stride of tail tokens, uses token type 2 for [CLS] and the exact-count / whole-vocabulary
-masking; ELECTRA presets build the generator pair; finetuning presets read the funnel layout with the original
-optimiser; each mini keeps its paper preset's layout."""
+"""The Funnel presets carry the thesis' recipe (Dai's thesis §5.3 and the released code's settings): every pretraining
+preset rewrites exactly its pooling stride of tail tokens, uses token type 2 for [CLS] and the exact-count /
+whole-vocabulary masking; ELECTRA presets build the generator pair; finetuning presets read the funnel layout with the
+original optimiser; each mini keeps its paper preset's layout."""
 
 from __future__ import annotations
 

@@ -62,7 +62,8 @@ def test_mini_includes_its_paper_preset(name):
 
 
 def test_mos_midi_and_its_softmax_twin_have_equal_size(compose_cfg):
-    """The softmax-bottleneck comparison holds the parameter count fixed (MoS seed Table A.5: MoS trades d for K)."""
+    """The softmax-bottleneck comparison holds the parameter count fixed (Dai's thesis Table A.5: MoS
+    trades d for K)."""
     def size(name):
         with torch.device("meta"):
             model = instantiate(compose_cfg([f"experiment={name}"]).model, vocab_size=5000)  # the PTB-format mini

@@ -1,5 +1,6 @@
-"""S001 Table B.3 counterpart: linear probe on frozen last-layer discriminator features of EGAN-Ent-NN,
-EGAN-Const, GAN and a random-init D, on scikit-learn's 8x8 digits (all ten classes; cegan spec §9).
+"""Dai's thesis Table B.3 counterpart: linear probe on frozen last-layer discriminator features of EGAN-Ent-NN,
+EGAN-Const, GAN and a random-init D, on scikit-learn's 8x8 digits (all ten classes; an
+offline stand-in for MNIST).
 
 Each GAN is a ``python train.py -m experiment=cegan_nist_mini`` sweep over the seeds (digits MLP nets, NIST optimiser
 settings, ``task.variant`` per column), trained on every training digit: the preset's own data module serves one
@@ -112,7 +113,7 @@ def main(argv: list[str] | None = None) -> None:
     print("random", json.dumps(results["random"].row), flush=True)
 
     ref = yaml.safe_load((HERE / "reference.yaml").read_text())["table_b3_linear_probe_mnist_err_percent"]
-    lines = ["# Linear probe on frozen D features (S001 Table B.3 counterpart, 8x8 digits)", "",
+    lines = ["# Linear probe on frozen D features (Dai's thesis Table B.3 counterpart, 8x8 digits)", "",
              (f"Test error (%) of softmax regression on the last hidden layer of D; {len(args.seeds)} runs (training "
               f"seeds {args.seeds}), {args.epochs} epochs of `cegan_nist_mini {' '.join(ALL_DIGITS + args.override)}`"
               f" on all {len(split[0]):,} training digits, {len(split[2])} test digits, final weights. The paper's "

@@ -1,4 +1,4 @@
-"""The most-frequent-target baseline of spec funnel_transformer.md §7a (M1) for a Funnel pretraining preset.
+"""The most-frequent-target baseline of the Funnel real-data mini's acceptance run (M1) for a pretraining preset.
 
 Builds the preset's data exactly as ``train.py`` does and counts the MLM targets: the token most often masked in
 ``--train-batches`` training batches is the constant prediction; its accuracy on the held-out targets (the split

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The measured CPU runs of experiments/funnel/README.md, one after another: the spec §7a acceptance run (M1,
+# The measured CPU runs of experiments/funnel/README.md, one after another: the real-data mini's acceptance run (M1,
 # B1-1-1H64 MLM, seed 0), then the FLOPs-matched pair B3-3-3H64D2 / L7H64 for seeds 0, 1, 2, the two models of
 # a seed back to back so that both see about the same machine load (its /proc/loadavg is logged before and
 # after every run). Usage, from the repository root:

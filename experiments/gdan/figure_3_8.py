@@ -1,6 +1,6 @@
-"""Figure 3.8 of S000 (§3.2.5): D's training loss on generated pairs, −J(U_G, d_gen, D) = ``train/d_loss_gen``, for
-the MLE generator ("Gen + domain") and the RL generator ("Gen + domain + adv"), against D's update count (G's updates
-and the MLE phase are not on the axis), mean over seeds with a band of ± one std.
+"""Figure 3.8 of Yang's thesis (§3.2.5): D's training loss on generated pairs, −J(U_G, d_gen, D) =
+``train/d_loss_gen``, for the MLE generator ("Gen + domain") and the RL generator ("Gen + domain + adv"), against D's
+update count (G's updates and the MLE phase are not on the axis), mean over seeds with a band of ± one std.
 
     python experiments/gdan/figure_3_8.py <sweep or run dirs> [--out experiments/gdan/figure_3_8.png]
         [--methods gen_domain gen_domain_adv] [--smooth 5]
@@ -73,7 +73,7 @@ def main() -> None:
               f"{ys[:, grid >= 0.75 * grid.max()].mean():.3f}")
     ax.set_xlabel("D updates")
     ax.set_ylabel("−J(U_G, d_gen, D)  (train/d_loss_gen)")
-    ax.set_title("D's loss on generated QA pairs (S000 Fig. 3.8); lower is better", fontsize=9)
+    ax.set_title("D's loss on generated QA pairs (Yang's thesis Fig. 3.8); lower is better", fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()

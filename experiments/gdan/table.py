@@ -1,11 +1,12 @@
-"""GDAN mini results beside the seed's full-scale Table 3.4 (rate 0.1, |U| = 50K): one row per method with the mini's
+"""GDAN mini results beside the thesis' full-scale Table 3.4 (rate 0.1, |U| = 50K): one row per method with the mini's
 dev F1 (of the tested checkpoint), test F1, test EM and runtime as mean ± std over seeds, then the thesis' numbers.
 
     python experiments/gdan/table.py <sweep dir> [--out experiments/gdan] [--random-span]
 
-``--random-span`` adds the F1 of a uniformly random legal span (<= 15 tokens) on the same mini test set (check 23a);
-``--unigram`` the per-token NLL of the test questions under an add-one unigram model of L's questions (G's target ids,
-copy slots as <unk>), beside G's ``test/g_nll`` (acceptance (d) of spec §5.5).
+``--random-span`` adds the F1 of a uniformly random legal span (<= 15 tokens) on the same mini test set (acceptance
+check (a) of tests/tasks/test_gdan_acceptance.py); ``--unigram`` the per-token NLL of the test questions under an
+add-one unigram model of L's questions (G's target ids, copy slots as <unk>), beside G's ``test/g_nll`` (G must beat
+it on the real-data mini).
 Runs are read with genlab.report (finished runs only; failed or unfinished ones are counted in a note).
 """
 
@@ -94,8 +95,8 @@ def main() -> None:
     intro = ("Mini: the real-data mini on gensim's Wikipedia excerpt (rule-made questions, L = 178, U = 7,892 pairs, test 183, "
              "dev 300), mean ± std over seeds; dev F1 = valid/best_f1, the dev F1 of the checkpoint that is tested, chosen "
              "among the validations after D's first update (selected step = valid/best_step). "
-             "Seed: S000 Table 3.4 (SQuAD v1.1, human questions).")
-    heading = "# GDAN: real-data mini (CPU) beside the seed's full-scale Table 3.4 (rate 0.1, |U| = 50K)"
+             "Full scale: Yang's thesis Table 3.4 (SQuAD v1.1, human questions).")
+    heading = "# GDAN: real-data mini (CPU) beside the thesis' full-scale Table 3.4 (rate 0.1, |U| = 50K)"
     lines = [heading + (f" -- {args.title}" if args.title else ""), "", intro, "",
              head,
              "|---|---|---|---|---|---|---|---|---|---|"]

@@ -1,9 +1,9 @@
-"""Spec gpt.md §7a G2 from a cross-validation sweep: the k-fold accuracy of every setting (one number per seed: the
-mean of ``test/score`` over the ``data.fold`` runs of that seed, = accuracy over the whole set for equal folds), mean ±
-std over seeds, and both criteria for each pair of settings that differ only in ``task.init_from_pretrained`` (and
-``task.init_from``: a run from random init reads only the checkpoint's tokenizer, so it pairs with every checkpoint):
-ahead by more than the larger of the two spreads over seeds (issue #25), and the spec's bars (pretrained >= 0.75, at
-least 0.2 above random init).
+"""The GPT mini's acceptance check G2 (experiments/gpt/README.md) from a cross-validation sweep: the k-fold accuracy
+of every setting (one number per seed: the mean of ``test/score`` over the ``data.fold`` runs of that seed, = accuracy
+over the whole set for equal folds), mean ± std over seeds, and both criteria for each pair of settings that differ
+only in ``task.init_from_pretrained`` (and ``task.init_from``: a run from random init reads only the checkpoint's
+tokenizer, so it pairs with every checkpoint): ahead by more than the larger of the two spreads over seeds (issue
+#25), and the G2 acceptance bars (pretrained >= 0.75, at least 0.2 above random init).
 
     python experiments/gpt/g2_cv.py outputs/gpt_minis/imdb_cv
 
@@ -22,7 +22,7 @@ from pathlib import Path
 SKIP = ("experiment=", "seed=", "data.fold=", "paths.", "logger", "trainer.enable_progress_bar", "hydra.", "callbacks.")
 PRETRAINED = "task.init_from_pretrained="
 INIT = ("task.init_from=", PRETRAINED)  # what a pair may differ in (random init uses only the checkpoint's tokenizer)
-GATE_MIN, GATE_GAP = 0.75, 0.2  # spec §7a G2
+GATE_MIN, GATE_GAP = 0.75, 0.2  # the G2 acceptance bars
 
 
 def _canonical(override: str) -> str:
@@ -94,7 +94,7 @@ def main(argv: list[str]) -> dict[tuple[str, ...], list[float]]:
         bars = statistics.fmean(pre) >= GATE_MIN and gap >= GATE_GAP
         print(f"G2 {' '.join(o for o in key if not o.startswith(PRETRAINED)) or '(preset)'}: pretrained "
               f"{statistics.fmean(pre):.3f} vs random {statistics.fmean(rand):.3f}: gap {gap:+.3f}, spread {spread:.3f}"
-              f" -> gap > spread: {'yes' if gap > spread else 'NO'}; spec bars (>= {GATE_MIN}, >= +{GATE_GAP}): "
+              f" -> gap > spread: {'yes' if gap > spread else 'NO'}; G2 bars (>= {GATE_MIN}, >= +{GATE_GAP}): "
               f"{'yes' if bars else 'NO'}")
     for n in notes:
         print(n)

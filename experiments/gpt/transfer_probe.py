@@ -1,4 +1,4 @@
-"""What a GPT pretraining checkpoint brings to the newsgroups mini (spec gpt.md §7a G2), without finetuning: the
+"""What a GPT pretraining checkpoint brings to the newsgroups mini (acceptance check G2), without finetuning: the
 evidence behind the G2 reading in experiments/gpt/README.md.
 
 * the tokenizer on the posts (through the finetuning data's own encoding): unknown-piece rate, pieces per word,
@@ -70,7 +70,7 @@ def features(model: GPTLMHeadModel, posts: list[list[int]]) -> tuple[float, dict
 def main(argv: list[str]) -> dict[str, float]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("checkpoint", help="a GPT pretraining .ckpt (gpt_books_mini's last.ckpt)")
-    parser.add_argument("--max-len", type=int, default=126, help="pieces kept per post (spec §7a: 126)")
+    parser.add_argument("--max-len", type=int, default=126, help="pieces kept per post (the G2 protocol: 126)")
     parser.add_argument("--n-folds", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0, help="initialisation of the random model")
     args = parser.parse_args(argv)

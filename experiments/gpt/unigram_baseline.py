@@ -1,5 +1,6 @@
-"""Spec gpt.md §7a G1: the held-out NLL per BPE token of a unigram model (add-one counts of the training stream), the
-bar the pretrained LM must beat by 0.5 nats. Reads the same corpus, BPE and held-out split as the pretraining data.
+"""The GPT mini's acceptance check G1 (experiments/gpt/README.md): the held-out NLL per BPE token of a unigram model
+(add-one counts of the training stream), the bar the pretrained LM must beat by 0.5 nats. Reads the same corpus, BPE
+and held-out split as the pretraining data.
 
     python experiments/gpt/unigram_baseline.py data.corpus=pretrain_mini_heldout data.vocab_size=4000
     python experiments/gpt/unigram_baseline.py data.corpus=text data.path=/your/corpus data.vocab_size=40478

@@ -1,4 +1,4 @@
-"""Figure 2 (right) of seed 003: zero-shot task performance of GPT pretraining checkpoints over pretraining updates.
+"""Figure 2 (right) of Radford et al. (2018): zero-shot task performance of GPT pretraining checkpoints over pretraining updates.
 
     python experiments/gpt/zero_shot.py outputs/gpt_books_mini/<run>/checkpoints --source mini --out experiments/gpt
     python experiments/gpt/zero_shot.py <ckpts...> --source path --sst2 glue/SST-2 --cola glue/CoLA --race RACE \
@@ -7,7 +7,7 @@
 Every ``.ckpt`` under the given paths is scored (one row per checkpoint step and task); the heuristics are in
 ``genlab.analysis.gpt_zero_shot``. Writes ``zero_shot.csv`` and ``zero_shot.md`` into ``--out``. The normalised
 score is (score − chance) / (reference − chance) with ``--reference`` (default: the previous best results quoted in
-seed 003 Tables 3-4, as the figure normalises by the state of the art; at mini scale only the trend means anything).
+Radford et al. (2018) Tables 3-4, as the figure normalises by the state of the art; at mini scale only the trend means anything).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from genlab.data.finetune.race import read_race
 from genlab.data.finetune.race_mini import RACE_MINI
 from genlab.data.sources.tiers import locate
 
-PREVIOUS_BEST = {"sst2": 0.932, "cola": 0.350, "race": 0.533, "story_cloze": 0.776}  # seed 003 Tables 3-4
+PREVIOUS_BEST = {"sst2": 0.932, "cola": 0.350, "race": 0.533, "story_cloze": 0.776}  # Radford et al. (2018) Tables 3-4
 TASKS = ("sst2", "cola", "race", "story_cloze")
 
 

@@ -1,12 +1,13 @@
-"""Expected pairwise KL divergence between a trained run's next-word distributions (MoS spec Table A.11, §A.8.1).
+"""Expected pairwise KL divergence between a trained run's next-word distributions (Dai's thesis App. A.8.1,
+Table A.11).
 
     python experiments/mos_rank/pairwise_kl.py RUN_DIR [--split test] [--pairs 100000] [--seed 0]
         [--ckpt best|last|FILE] [--max-tokens N] [--dtype float32|float64]
 
 Collects log P(.|c) for every context c of the split exactly as rank.py does (eval mode, batch 1, bptt 70, state
 carried), then averages KL(P(.|c) || P(.|c')) over ``--pairs`` random context pairs and reports the standard error
-(the seed gives no pair count; the spec asks for at least 10^5). The [T, M] matrix is held in memory: PTB test in
-float32 is 82k x 10k x 4 bytes = 3.3 GB; ``--max-tokens`` keeps the first N contexts. Prints one JSON line.
+(the thesis gives no pair count; 10^5 or more keep the standard error small). The [T, M] matrix is held in
+memory: PTB test in float32 is 82k x 10k x 4 bytes = 3.3 GB; ``--max-tokens`` keeps the first N contexts. Prints one JSON line.
 """
 
 from __future__ import annotations

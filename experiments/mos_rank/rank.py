@@ -1,4 +1,4 @@
-"""Empirical rank of the log-probability matrix of a trained run (MoS spec §5.2, Table A.6 / A.7, Figure A.1).
+"""Empirical rank of the log-probability matrix of a trained run (Dai's thesis App. A.3, Tables A.6 / A.7, Figure A.1).
 
     python experiments/mos_rank/rank.py RUN_DIR [--ckpt best|last|FILE] [--split test] [--max-tokens N]
         [--dtype float64|float32]

@@ -1,4 +1,4 @@
-"""The softmax bottleneck on a synthetic high-rank language (MoS spec §7 C4/C17).
+"""The softmax bottleneck on a synthetic high-rank language (Dai's thesis App. A.2).
 
     python experiments/mos_rank/synthetic_demo.py [--vocab 100] [--topics 8] [--block 20] [--contexts 400]
         [--steps 3000] [--dims 2,4,8,16]

@@ -1,8 +1,7 @@
 """Funnel-Transformer vs the standard Transformer of the same width: FLOPs and measured speed, in one run.
 
-For each FLOPs-matched group of the thesis (Tables 5.1, 5.8-5.10; spec funnel_transformer.md §6) and each
-sequence length this prints, relative to the group's baseline (L12H768, L6H768 or L24H1024 = a 1-block funnel,
-spec check 12):
+For each FLOPs-matched group of the thesis (Dai's thesis Tables 5.1, 5.8-5.10, §5.3.4) and each
+sequence length this prints, relative to the group's baseline (L12H768, L6H768 or L24H1024 = a 1-block funnel):
 
 * analytic forward FLOPs (``genlab.analysis.funnel_cost.forward_flops``: every matrix multiply of our
   implementation, T^2 attention terms included), checked against ``torch.utils.flop_counter.FlopCounterMode`` on a

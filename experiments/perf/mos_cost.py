@@ -1,10 +1,10 @@
-"""Training cost of the MoS head and of the AWD-LSTM regularisers, PTB sizes, on CPU (MoS spec §6, Table A.13).
+"""Training cost of the MoS head and of the AWD-LSTM regularisers, PTB sizes, on CPU (Dai's thesis App. A, Table A.13).
 
     python experiments/perf/mos_cost.py [--batch 12] [--bptt 70] [--steps 5] [--experts 5,10,15] [--threads N]
 
 Times one training step (forward, NLL + AR/TAR, backward, clip, SGD step) per model, same batch, same machine:
   1. AWD-LSTM-Softmax (PTB: emsize 400, 1150/1150/400) vs AWD-LSTM-MoS-K (PTB: 280, 960/960/620) for each K;
-     the seed's "bs" column (same batch size, one GPU) gives 1.2x / 1.6x / 1.9x for K = 5 / 10 / 15.
+     the thesis' "bs" column (same batch size, one GPU) gives 1.2x / 1.6x / 1.9x for K = 5 / 10 / 15.
   2. Our AWD-LSTM (weight drop, locked/embedding dropout, AR/TAR; Softmax head) vs a plain nn.LSTM model of the
      same sizes without any regulariser: the cost of the regularisers.
 Prints ratios against the Softmax run of the same process (no absolute claims: CPU timings are machine-bound).

@@ -1,4 +1,5 @@
-"""Evaluation speed: vanilla Transformer (sliding window) vs Transformer-XL (state reuse), TXL spec §6 / Table 2.10.
+"""Evaluation speed: vanilla Transformer (sliding window) vs Transformer-XL (state reuse), Yang's thesis §2.1.4,
+Table 2.10.
 
 Per-token wall time at evaluation for one small model on CPU, at several attention lengths l:
 - vanilla (Al-Rfou, attn_type=abs_learned, mem_len=0): for every token, a forward over the previous l tokens,

@@ -1,7 +1,7 @@
-"""Table 3.6 comparison rows that are cheap and standard: Feat, LP, GraphEmb (spec §6.4).
+"""Table 3.6 comparison rows that are cheap and standard: Feat, LP, GraphEmb (Yang's thesis §3.3.4).
 
 Model selection (L2 strength) on the validation nodes only; test accuracy at the selected setting.
-    python experiments/planetoid/baselines.py --path /work/shared/data/planetoid --datasets cora citeseer --seeds 1 2 3
+    python experiments/planetoid/baselines.py --path /path/to/planetoid --datasets cora citeseer --seeds 1 2 3
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Relative effective context length (Table 2.9; Transformer-XL spec §5.3, check C18) of a group of trained runs.
+"""Relative effective context length (Yang's thesis §2.1.4, Table 2.9) of a group of trained runs.
 
     python experiments/transformer_xl/recl.py --model txl=RUN_DIR --model vanilla=RUN_DIR:128 \\
         [--split test] [--tokens 2000] [--c0 100 --delta 100 --c-max 1000] [--r 0.1,0.5,1.0] \\

@@ -1,4 +1,4 @@
-"""XLNet ablation table ([004 Table 6], spec xlnet.md §8), pretraining to table in one command.
+"""XLNet ablation table ([XLNet v1 Table 6]), pretraining to table in one command.
 
 For each ablation row: pretrain the row's preset (``python train.py``), then finetune its ``checkpoints/last.ckpt``
 on RACE, SQuAD 2.0, MNLI and SST-2 (one ``train.py -m`` sweep over the four presets and the seeds, on the
@@ -280,7 +280,7 @@ def build_ablation_table(rows: list[Row], out: Path, scale: str) -> Table:
 def write_table(table: Table, folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     files = table_files(table, "table", precision=2, with_reference=True,
-                        title="XLNet ablation ([004 Table 6]): our finetuned scores, the paper's in parentheses")
+                        title="XLNet ablation ([XLNet v1 Table 6]): our finetuned scores, the paper's in parentheses")
     for name, text in files.items():
         with atomic_write(folder / name, "w") as f:
             f.write(text)

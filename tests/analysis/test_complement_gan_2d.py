@@ -1,4 +1,4 @@
-"""Bad-GAN 2-D case study (bad_gan spec §5.3, §7 check 17): complement generator on four spins, feature matching
+"""Bad-GAN 2-D case study (Yang's thesis §3.1.4, Figs. 3.3-3.4): complement generator on four spins, feature matching
 with a 2-D feature space on two circles, each trained by train.py from its preset (bad_gan_toy2d_*) and scored from
 the run directory by genlab.analysis.complement_gan_2d."""
 
@@ -59,7 +59,7 @@ def test_features_between_counts_projection_inside_segment():
 
 
 def test_complement_generator_one_seed(tmp_path):
-    """CI-sized check 17: one seed, full budget; the boundary statistic is the discriminating one."""
+    """CI-sized four-spins claim: one seed, full budget; the boundary statistic is the discriminating one."""
     comp = train_and_evaluate(SPINS, 0, tmp_path)
     sup = train_and_evaluate(SPINS, 0, tmp_path, supervised=True)
     assert comp.accuracy >= 0.97
@@ -69,7 +69,7 @@ def test_complement_generator_one_seed(tmp_path):
 
 @pytest.mark.slow
 def test_complement_generator_four_spins_five_seeds(tmp_path):
-    """Spec §7 check 17 in full: 5 seeds, median accuracy >= 0.97, every seed >= 0.90, beats supervised-only in
+    """The Fig. 3.3 claim in full: 5 seeds, median accuracy >= 0.97, every seed >= 0.90, beats supervised-only in
     >= 3 of 5, >= 70 % of class-change grid points in the fake region (supervised-only ~0 %)."""
     comp = [train_and_evaluate(SPINS, s, tmp_path) for s in range(5)]
     sup = [train_and_evaluate(SPINS, s, tmp_path, supervised=True) for s in range(5)]
@@ -77,14 +77,14 @@ def test_complement_generator_four_spins_five_seeds(tmp_path):
     assert statistics.median(accs) >= 0.97
     assert min(accs) >= 0.90
     assert sum(c.accuracy > s.accuracy for c, s in zip(comp, sup)) >= 3
-    # the spec measured 79-91 % per seed; one seed may fall below, so the 70 % bar is on the median, with a floor
+    # a pilot run measured 79-91 % per seed; one seed may fall below, so the 70 % bar is on the median, with a floor
     assert statistics.median(r.boundary_fake for r in comp) >= 0.70
     assert min(r.boundary_fake for r in comp) >= 0.60
     assert all(r.boundary_fake <= 0.10 for r in sup)
 
 
 def test_two_circles_feature_matching_with_2d_features(tmp_path):
-    """Spec §5.3 item 2: with a 2-D feature layer, FM-generated features lie mostly between the two classes'
+    """Fig. 3.4: with a 2-D feature layer, FM-generated features lie mostly between the two classes'
     features, D separates true from fake well, and the class boundary is (near) perfect and lies in the fake
     region."""
     fm = train_and_evaluate(CIRCLES, 0, tmp_path)

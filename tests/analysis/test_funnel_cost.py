@@ -1,4 +1,4 @@
-"""Funnel FLOPs: the thesis' estimator reproduces its tables (spec check 11) and the analytic matmul count equals
+"""Funnel FLOPs: the thesis' estimator reproduces its tables (5.1, 5.7-5.10) and the analytic matmul count equals
 what FlopCounterMode counts on the real model, forward and training mode."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Zero-shot heuristics of seed 003 §5 (Figure 2 right) over GPT checkpoints: conditional log-probabilities, the
+"""Zero-shot heuristics of Radford et al. (2018) §5 (Figure 2 right) over GPT checkpoints: conditional log-probabilities, the
 CoLA threshold, the option argmax, checkpoint loading and the report script."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Linear probe of cegan spec §4.5 / §5.4 (Table B.3) on frozen discriminator features."""
+"""Linear probe of Dai's thesis App. B.8.5 (Table B.3) on frozen discriminator features."""
 
 from functools import partial
 

@@ -1,4 +1,5 @@
-"""RECL (Transformer-XL spec check C18) on synthetic loss arrays whose RECLs are computed by hand."""
+"""RECL (relative effective context length, Yang's thesis §2.1.4, Table 2.9) on synthetic loss arrays whose RECLs are
+computed by hand."""
 
 from __future__ import annotations
 
@@ -16,16 +17,16 @@ def const(value: float, n: int = 10) -> np.ndarray:
     return np.full(n, value)
 
 
-def spec_example():
-    """C18's example: A's loss drops 5% (in perplexity) from c to c+delta and 0.5% from c+delta to c+2*delta;
+def hand_example():
+    """A hand example: A's loss drops 5% (in perplexity) from c to c+delta and 0.5% from c+delta to c+2*delta;
     B is worse than A everywhere, so the baseline is A's and B never gains."""
     a = {100: const(2.0), 200: const(2.0 + math.log(0.95)), 300: const(2.0 + math.log(0.95) + math.log(0.995))}
     b = {c: const(3.0) for c in (100, 200, 300)}
     return {"A": a, "B": b}
 
 
-def test_spec_example_recl_is_c_plus_delta():
-    group = spec_example()
+def test_hand_example_recl_is_c_plus_delta():
+    group = hand_example()
     assert relative_gain(group, "A", 100, 200, r=1.0) == pytest.approx(0.05)
     assert relative_gain(group, "A", 200, 300, r=1.0) == pytest.approx(0.005)
     assert recl(group, r=1.0) == {"A": 200, "B": 100}
@@ -57,7 +58,7 @@ def test_hard_positions_come_from_the_baseline_at_the_short_context():
 
 
 def test_capped_model_and_bad_groups():
-    group = spec_example()
+    group = hand_example()
     assert recl(group, r=1.0, max_context={"A": 128}) == {"A": 128, "B": 100}
     with pytest.raises(UserError, match="same context lengths"):
         recl({"A": {100: const(1.0), 200: const(1.0)}, "B": {100: const(1.0)}}, r=1.0)

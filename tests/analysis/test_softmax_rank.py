@@ -1,5 +1,5 @@
-"""MoS spec C3 / P13: Softmax and MoC log-probability matrices have rank <= d + 2, MoS is full rank; the
-tolerance must use the epsilon of the precision the log-probs were computed in."""
+"""The softmax bottleneck (Dai's thesis App. A.2, A.8): Softmax and MoC log-probability matrices have rank <= d + 2,
+MoS is full rank; the tolerance must use the epsilon of the precision the log-probs were computed in."""
 
 import torch
 
@@ -75,7 +75,7 @@ def test_singular_value_cdf_and_pairwise_kl():
 
 
 def test_synthetic_topic_language_is_high_rank_and_mos_beats_softmax_at_small_d():
-    """Spec §7 C17 on the generator's exact conditionals (deterministic, unlike a short training run): the
+    """The bottleneck on the generator's exact conditionals (deterministic, unlike a short training run): the
     log-probability matrix of the topic-switching language is far above d + 2, and at d = 4 a mixture of 8
     softmaxes fits it much better than a Softmax."""
     from genlab.data.lm.synthetic_rank import make_topic_corpus, true_log_probs

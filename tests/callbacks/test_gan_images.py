@@ -31,7 +31,7 @@ def test_logp_histogram_is_an_rgb_image():
 
 
 def test_density_run_logs_sample_grid_and_logp_histogram(tmp_path):
-    """ld_weight=0 with a density model: the FM baseline of spec §7 item 19 still logs the log-p statistics."""
+    """ld_weight=0 with a density model: the FM baseline of the LD ablation direction still logs the log-p statistics."""
     torch.manual_seed(0)
     dm = SSLImageDataModule(dataset="digits", source="mini", cache_dir=str(tmp_path / "cache"), n_labeled=100,
                             batch_size=100, labeled_batch_size=100)

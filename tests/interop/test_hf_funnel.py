@@ -1,4 +1,4 @@
-"""HF Funnel-Transformer parity and checkpoint round trips (spec funnel_transformer.md §2.10, checks 13-17).
+"""HF Funnel-Transformer parity and checkpoint round trips (HF's port of the released checkpoints).
 
 Tiny random HF models (d_model 32, 2 heads of 16) are imported into ours and must give the same hidden states in
 fp32; exported folders must load with ``from_pretrained`` and give the same outputs. Offline.

@@ -1,4 +1,4 @@
-"""HF OpenAI GPT import/export (spec gpt.md §2.7, check 7): fp32 parity with transformers on random weights
+"""HF OpenAI GPT import/export (HF's openai-gpt layout): fp32 parity with transformers on random weights
 (bare model, LM head, double heads with multiple-choice logits; right padding), export round trips, layouts and
 clear errors. Offline: the HF models are built from configs, never downloaded."""
 

@@ -1,4 +1,4 @@
-"""Parity with HF 4.35 TransfoXLLMHeadModel through the golden fixture (spec TXL C19, C20).
+"""Parity with HF 4.35 TransfoXLLMHeadModel through the golden fixture, and checkpoint import from its layout.
 
 The fixture (tests/fixtures/transfo_xl/, made by make_fixture.py with transformers 4.35.2) holds HF's
 ``save_pretrained`` output and HF's full log-prob tables and memories over 3 segments, so these tests run

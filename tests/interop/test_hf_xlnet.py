@@ -1,4 +1,4 @@
-"""HF XLNet checkpoint import/export (spec xlnet.md §2.13): round trips and clear errors."""
+"""HF XLNet checkpoint import/export (HF's weight layout): round trips and clear errors."""
 
 from __future__ import annotations
 

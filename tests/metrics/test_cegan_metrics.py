@@ -1,5 +1,5 @@
-"""CEGAN evaluation statistics (cegan spec §7 check 12, the grid evaluation of Table B.2; check 18's rank
-correlation; the Inception Score formula)."""
+"""CEGAN evaluation statistics (Dai's thesis App. B: the grid evaluation of Table B.2, B.8.2; the rank correlation
+of the digit ranking, B.5.2; the Inception Score formula)."""
 
 import numpy as np
 import pytest

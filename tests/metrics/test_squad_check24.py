@@ -1,4 +1,4 @@
-"""Spec funnel_transformer.md check 24: the SQuAD EM/F1 used for Table 5.6 behave as the official scripts on
+"""The SQuAD EM/F1 used for Dai's thesis Table 5.6 behave as the official scripts on
 hand-made cases (articles and punctuation ignored, max over golds, an unanswerable question needs the empty
 answer), computed by hand here."""
 

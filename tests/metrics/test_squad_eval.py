@@ -1,4 +1,4 @@
-"""SQuAD EM/F1 and threshold search against hand-computed cases (spec check C22) and the two official scripts'
+"""SQuAD EM/F1 and threshold search against hand-computed cases and the two official scripts'
 semantics where they differ (missing predictions, empty golds, HasAns/NoAns, threshold ties)."""
 
 from __future__ import annotations

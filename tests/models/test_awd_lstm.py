@@ -1,4 +1,5 @@
-"""AWD-LSTM(-MoS): parameter counts (spec C15), dropout placement (§2.2/§2.4), truncated BPTT (C10)."""
+"""AWD-LSTM(-MoS) (Dai's thesis App. A.2.4, A.7; the released code zihangdai/mos): parameter counts, dropout
+placement, truncated BPTT."""
 
 import pytest
 import torch
@@ -59,7 +60,7 @@ def _tiny(**kw):
 
 
 def _manual_forward(model, ids, masks):
-    """Spec §2.2/§2.4 written out with explicit masks (dropout_e rows, i, h, o, l), to check placement."""
+    """The released code's dropout placement written out with explicit masks (dropout_e rows, i, h, o, l)."""
     emb = F.embedding(ids, model.encoder.weight * masks["e"])
     x = emb * masks["i"]
     for i, rnn in enumerate(model.rnns):

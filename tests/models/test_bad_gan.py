@@ -1,4 +1,5 @@
-"""Checks 11-13 of the bad-GAN spec: weight norm + data-dependent init, parameter counts, shapes, eval mode."""
+"""Bad-GAN networks (the MNIST, SVHN and CIFAR-10 D/G/encoders of the authors' released code): weight norm +
+data-dependent init, parameter counts, shapes, eval mode."""
 
 import pytest
 import torch

@@ -1,4 +1,5 @@
-"""BERT baseline (spec §4.1): parameter count, HF layout and numerical parity with BertForPreTraining."""
+"""BERT baseline (Devlin et al., 2019, as XLNet v1 §3.7 uses it): parameter count, HF layout and numerical parity with
+BertForPreTraining."""
 
 import pytest
 import torch

@@ -1,4 +1,5 @@
-"""Funnel-Transformer model checks (spec funnel_transformer.md §7: checks 1-12, 27, 29-32; tiny fp64 models)."""
+"""Funnel-Transformer model checks (Dai's thesis §5.2.2: pooling, pool-query-only
+attention, separate [CLS], relative attention under pooling, the decoder; Tables 5.1/5.7 sizes; tiny fp64 models)."""
 
 from __future__ import annotations
 
@@ -213,7 +214,7 @@ def _meta_count(**kw) -> int:
 H768 = dict(d_model=768, n_head=12, d_inner=3072)
 H1024 = dict(d_model=1024, n_head=16, d_inner=4096)
 H512 = dict(d_model=512, n_head=8, d_inner=2048)
-COUNTS = {  # spec check 10 (V = 30522, HF FunnelBaseModel); the last one with the 2-layer decoder
+COUNTS = {  # Tables 5.1/5.7 #Params (V = 30522, HF FunnelBaseModel); the last one with the 2-layer decoder
     "L12H768": (dict(block_sizes=(12,), **H768), 115_611_648),
     "B6-6-6H768": (dict(block_sizes=(6, 6, 6), **H768), 161_696_256),
     "B6-3x2-3x2H768": (dict(block_sizes=(6, 3, 3), block_repeats=(1, 2, 2), **H768), 115_611_648),
@@ -242,7 +243,7 @@ def test_check9_check10_parameter_counts(name):
     ("B8-8H512", "B6-6-6H512", 0.91), ("B5-5-5-5H512", "B6-6-6H512", 1.08)])
 def test_check10_parameter_ratios_truncated_as_the_thesis(model, baseline, printed):
     """Tables 5.1/5.7 #Params: truncated to 2 decimals; B3-4-4 is off by 0.02 with V = 30522 (the thesis'
-    vocabulary was ~33K, spec §2.9)."""
+    vocabulary was ~33K)."""
     ratio = _meta_count(**COUNTS[model][0]) / _meta_count(**COUNTS[baseline][0])
     tolerance = 0.03 if model == "B3-4-4H768" else 1e-9
     assert abs(math.floor(100 * ratio) / 100 - printed) <= tolerance
@@ -294,7 +295,7 @@ def test_check27_dropout_determinism_and_positional_dropout():
 
 
 # ------------------------------------------------------------------------------- subtle-mistake detectors
-KEY_MASKS = {  # spec check 30: input (1 = pad) -> (level 1, level 2) per mask_pool
+KEY_MASKS = {  # key padding mask after pooling: input (1 = pad) -> (level 1, level 2) per mask_pool
     "12 real": ("0000000000000111", {"any_real": ("00000001", "0000"), "all_real": ("00000001", "0000")}),
     "11 real": ("0000000000001111", {"any_real": ("00000001", "0000"), "all_real": ("00000011", "0001")}),
 }
@@ -426,7 +427,7 @@ def test_activation_checkpointing_keeps_outputs_and_gradients():
 
 @pytest.mark.parametrize("device", ["cpu"] + (["cuda"] if torch.cuda.is_available() else []))
 def test_check28_bf16_autocast_matches_fp32_on_the_cls_output(device):
-    """The precision part of check 28 (scores, softmax, LayerNorm stay fp32 under autocast); the step-time part
+    """The precision part of the bf16 check (scores, softmax, LayerNorm stay fp32 under autocast); the step-time part
     is experiments/perf/funnel_flops.py --dtype bf16 on a GPU."""
     torch.manual_seed(0)
     model = FunnelModel(V, (2, 2, 2), **{**DIMS, "d_model": 64, "d_head": 32}, use_decoder=False).to(device).eval()

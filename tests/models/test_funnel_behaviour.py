@@ -1,4 +1,5 @@
-"""Small-scale behaviour of the encoder-only Funnel (spec funnel_transformer.md check 26): a task that needs
+"""Small-scale behaviour of the encoder-only Funnel (the pooled [CLS] summary of Dai's
+thesis §5.2.2): a task that needs
 global information ("is token 20 anywhere in the sequence") is learned through the pooled [CLS] summary, with
 pool-query-only attention and with the pooled-keys ablation."""
 

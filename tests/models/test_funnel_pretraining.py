@@ -1,4 +1,5 @@
-"""Funnel pretraining models and the finetuning adapter (spec funnel_transformer.md §2.7-§2.8, checks 20-21)."""
+"""Funnel pretraining models and the finetuning adapter (Dai's thesis §5.2.2-§5.3: MLM and ELECTRA
+heads, the ELECTRA generator sizes)."""
 
 from __future__ import annotations
 

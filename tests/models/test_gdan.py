@@ -1,5 +1,5 @@
-"""GDAN's models (spec gdan.md §8 model-level checks 1-5 and 7-10): the GA reader D, the copy generator G, the
-domain tags, the G -> D hand-over, and parameter counts / shapes at the spec's sizes (§4.2)."""
+"""GDAN's models (Yang's thesis §3.2.4): the gated-attention reader D, the copy generator G, the domain tags, the
+G -> D hand-over, and parameter counts / shapes at the platform's default sizes (the thesis gives few)."""
 
 import pytest
 import torch
@@ -42,13 +42,13 @@ def random_ids(lengths, width, low=4, high=V, seed=0):
     return torch.randint(low, high, (len(lengths), width), generator=g) * mask, mask
 
 
-# ------------------------------------------------------------------------------------------------ sizes (§4.2)
+# ------------------------------------------------------------------------------------------------ sizes (platform defaults)
 def gru(inp, h, directions):
     return directions * 3 * h * (inp + h + 2)  # W_ih, W_hh and both biases per direction
 
 
 def test_reader_parameter_count_and_shapes_at_spec_sizes():
-    """K = 3, 128 hidden per direction, 100-d embeddings (+2 tag rows), qe_comm 2x2, linear scorers (§3.2, §4.2)."""
+    """K = 3, 128 hidden per direction, 100-d embeddings (+2 tag rows), qe_comm 2x2, linear scorers (platform defaults)."""
     vocab = 30004
     with torch.device("meta"):
         d = GAReader(vocab)
@@ -90,7 +90,7 @@ def test_generator_parameter_count_and_shapes_at_spec_sizes():
     assert sample.log_probs.shape == sample.mask.shape == sample.tokens.shape
 
 
-# ------------------------------------------------------------------------------------------------ check 1
+# ------------------------------------------------------------------------------------- GA attention masks
 def test_ga_attention_masks_padded_question_positions():
     torch.manual_seed(0)
     doc, qry = torch.randn(3, 5, 12, dtype=torch.float64), torch.randn(3, 4, 12, dtype=torch.float64)
@@ -118,7 +118,7 @@ def test_reader_ignores_padded_question_content(kw):
         assert torch.allclose(a.start_log_probs, b.start_log_probs) and torch.allclose(a.end_log_probs, b.end_log_probs)
 
 
-# ------------------------------------------------------------------------------------------------ check 2
+# --------------------------------------------------------------------------- paragraph padding invariance
 @pytest.mark.parametrize("kw", [{}, {"reencode_per_layer": False}, {"span_scorer": "bilinear"}])
 def test_paragraph_padding_invariance(kw):
     torch.manual_seed(0)
@@ -156,7 +156,7 @@ def test_generator_paragraph_padding_invariance():
     assert torch.allclose(a, b, atol=1e-12)
 
 
-# ------------------------------------------------------------------------------------------------ check 3
+# ------------------------------------------------------------------------------------ span log-likelihood
 def test_span_log_likelihood_and_masked_positions():
     torch.manual_seed(0)
     reader = tiny_reader()
@@ -177,7 +177,7 @@ def test_span_log_likelihood_and_masked_positions():
     assert tagged[1, 5] == reader.tag_id(TAG_GEN) and tagged[2, 6] == reader.tag_id(TAG_TRUE)
 
 
-# ------------------------------------------------------------------------------------------------ check 4
+# ------------------------------------------------------------------------------------------- span decoder
 def test_best_span_decoder_constraints_and_hand_built_argmax():
     # constant shifts (log-softmax) do not move the argmax, so raw scores serve as log-probabilities
     s = torch.tensor([[-9.0, 5.0, 0.0, 0.0, 0.0, 0.0]])
@@ -195,7 +195,7 @@ def test_best_span_decoder_constraints_and_hand_built_argmax():
         assert (j[b].item(), k[b].item()) == best[1:]
 
 
-# ------------------------------------------------------------------------------------------------ check 5
+# -------------------------------------------------------------------------------------------- domain tags
 def test_domain_tags_are_the_last_valid_token_of_paragraph_and_question():
     reader = tiny_reader()
     p, pm = random_ids([7, 3], 7)
@@ -231,7 +231,7 @@ def test_tag_and_unk_embeddings_train_when_word_embeddings_are_frozen():
     assert sorted(torch.nonzero(slot >= 0).flatten().tolist()) == sorted(trainable)
 
 
-# ------------------------------------------------------------------------------------------------ check 7
+# ------------------------------------------------------------------------------------ answer feature of G
 def test_answer_feature_marks_exactly_the_answer_span():
     f = answer_indicator(torch.tensor([2, 0]), torch.tensor([4, 0]), 6)
     assert f.tolist() == [[0, 0, 1, 1, 1, 0], [1, 0, 0, 0, 0, 0]]
@@ -248,7 +248,7 @@ def test_question_overlap_never_matches_unknown_words():
     assert question_overlap(p, p > 0, torch.tensor([[1]]), torch.tensor([[True]]), unk_id=7).tolist() == [[0, 1, 1, 0, 1]]
 
 
-# ------------------------------------------------------------------------------------------------ check 8
+# ------------------------------------------------------------------------------------------- copy mixture
 def test_copy_mixture_gate_extremes_scatter_and_oov():
     torch.manual_seed(0)
     vocab, n_ext = 6, 8
@@ -281,7 +281,7 @@ def test_generator_distribution_sums_to_one_over_the_extended_vocabulary():
     assert (dist[0, :, 20] > 0).all()
 
 
-# ------------------------------------------------------------------------------------------------ check 9
+# -------------------------------------------------------------------------------------------- MLE overfit
 def test_mle_overfits_eight_triples_and_greedy_reproduces_them():
     torch.manual_seed(0)
     g = QuestionGenerator(16, embed_dim=16, enc_hidden=16, dec_hidden=32, max_question_len=6)
@@ -305,7 +305,7 @@ def test_mle_overfits_eight_triples_and_greedy_reproduces_them():
     assert torch.equal(greedy.tokens, q)
 
 
-# ------------------------------------------------------------------------------------------------ check 10
+# ------------------------------------------------------------------------- teacher forcing vs step by step
 @pytest.mark.parametrize("kw", [{}, {"input_feeding": False}, {"cell": "lstm"}, {"copy_scores": "reuse_attention"},
                                 {"answer_feature": "type_match"}, {"enc_bidirectional": False}])
 def test_teacher_forcing_equals_the_incremental_loop(kw):

@@ -1,4 +1,5 @@
-"""GPT-1 model checks (spec gpt.md §7, checks 1-6 and 11-15, 23, 26) on tiny configs."""
+"""GPT-1 model checks (Radford et al., 2018, §3.1, §4.1: the 12-layer decoder, its
+sizes and the released code's details) on tiny configs."""
 
 from __future__ import annotations
 
@@ -140,8 +141,8 @@ def test_leading_dims_and_length_check():
 
 
 def test_release_embedding_dropout_and_softmax_rows():
-    """Spec §2.6 flags: eval outputs unchanged; in training a token gets the same dropped row at every position;
-    the position rows join the softmax only when asked."""
+    """The released code's flags: eval outputs unchanged; in training a token gets the same dropped row at every
+    position; the position rows join the softmax only when asked."""
     plain = tiny(embd_pdrop=0.5)
     release = tiny(embd_pdrop=0.5, embd_dropout_on_matrix=True, lm_softmax_includes_positions=True)
     release.load_state_dict(plain.state_dict())
@@ -304,7 +305,7 @@ def test_bf16_autocast_matches_fp32_on_cpu():
     assert bf16_relative_error(model, ids((2, 16))) < 1e-2
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="check 22 at full size needs a CUDA GPU")
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the full-size check needs a CUDA GPU")
 def test_full_size_bf16_forward_and_a_finetuning_step_on_gpu():
     """Check 22: full-size bf16 forward within 1e-2 relative of fp32; one finetuning step on 32 x 2 choices x 512
     tokens (the release's Story Cloze batch at n_ctx 512) fits and runs."""

@@ -1,4 +1,5 @@
-"""Backbone adapters and finetuning heads (spec xlnet.md §5.1-§5.5, checks C21-C23 for the heads)."""
+"""Backbone adapters and finetuning heads (XLNet v1 §3.2-§3.5 and the released
+run_*.py scripts)."""
 
 from __future__ import annotations
 

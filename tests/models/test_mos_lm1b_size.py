@@ -1,4 +1,4 @@
-"""The Table A.3 (One Billion Word) presets build the seed's models: spec C15's exact counts at V = 100,000, counted
+"""The Table A.3 (One Billion Word) presets build the thesis' models: their exact counts at V = 100,000, counted
 on the meta device (the full models are 113-119M parameters)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from presets_snapshot import composed_preset  # noqa: E402
 
-MOS_LM1B_VOCAB = 100_000  # top-100K tokens (spec mos.md §4), <eos> and <unk> included
+MOS_LM1B_VOCAB = 100_000  # top-100K tokens (lower-cased, Dai's thesis App. A.3), <eos> and <unk> included
 
 
 @pytest.mark.parametrize("preset, expected", [("mos_lm1b_softmax", 119_293_600), ("mos_lm1b_mos", 112_850_364)])

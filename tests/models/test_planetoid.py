@@ -1,4 +1,4 @@
-"""Planetoid-T / -G / -I architectures (spec §3.4-3.6, checks 15-16)."""
+"""Planetoid-T / -G / -I architectures (Yang's thesis §3.3.3-§3.3.4)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def _x(n=N):
 
 
 @pytest.mark.parametrize("cls", [PlanetoidT, PlanetoidI])
-def test_reference_arch_shapes(cls):  # check 16
+def test_reference_arch_shapes(cls):
     m = cls(num_nodes=N, n_features=F, n_classes=C, embedding_size=D).double()
     nodes = torch.arange(N)
     out = m(nodes, _x())
@@ -57,7 +57,7 @@ def test_transductive_prediction_uses_the_node_embedding():
     torch.testing.assert_close(m.context_embed(torch.tensor([3]), None), m.embedding.weight[3:4])
 
 
-def test_inductive_prediction_depends_on_features_only():  # check 15
+def test_inductive_prediction_depends_on_features_only():
     m = PlanetoidI(num_nodes=N, n_features=F, n_classes=C, embedding_size=D).double()
     x = _x()
     nodes = torch.arange(N)
@@ -69,7 +69,7 @@ def test_inductive_prediction_depends_on_features_only():  # check 15
     assert m(None, new).logits.shape == (2, C)
 
 
-def test_inductive_context_branch_shares_weight_not_bias():  # check 15
+def test_inductive_context_branch_shares_weight_not_bias():
     m = PlanetoidI(num_nodes=N, n_features=F, n_classes=C, embedding_size=D).double()
     with torch.no_grad():
         m.context_bias.fill_(0.3)

@@ -1,4 +1,5 @@
-"""Transformer-XL model checks (spec TXL §7: C2-C7, C11-C13, C16, C21) plus the LM interface."""
+"""Transformer-XL model checks (Dai et al., 2019, Yang's thesis §2.1.3: segment-level recurrence with state reuse,
+relative positional encodings and their efficient computation; the released code's variants) plus the LM interface."""
 
 from __future__ import annotations
 
@@ -79,7 +80,7 @@ def test_c2_fails_with_zero_initial_memory():
 
 
 def test_c2_fails_for_absolute_positions_with_recurrence():
-    """Temporal confusion (C12, second part): absolute positions + memory != full forward."""
+    """Temporal confusion (thesis §2.1.3): absolute positions + memory != full forward."""
     m = _model(mem_len=24, attn_type="abs_sinusoid")
     ids = _stream(24)
     with torch.no_grad():
@@ -185,7 +186,7 @@ def test_c7_position_input():
 
 
 def _train_copy_task(mem_len: int, steps: int = 2000) -> tuple[TransformerXL, torch.Tensor]:
-    """C11 setup: random length-12 blocks over 16 symbols, each repeated 8 times, in 16 ordered streams."""
+    """Recurrence setup: random length-12 blocks over 16 symbols, each repeated 8 times, in 16 ordered streams."""
     g = torch.Generator().manual_seed(0)
 
     def corpus(n_blocks: int) -> torch.Tensor:

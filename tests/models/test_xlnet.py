@@ -1,4 +1,5 @@
-"""XLNet model checks in model scope (spec xlnet.md §10: C1, C7-C14, C17, empty rows)."""
+"""XLNet model checks in model scope (XLNet v1 §2.2-§2.5: parameter counts, no leakage
+under the permutation, proper distributions, bidirectional data, memory, segments, empty rows)."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def two_half_example(t: int, seed: int, n_context: int = 3):
     return ids, perm, is_target, global_rank, slots
 
 
-# --- C1 -------------------------------------------------------------------------------------------------------
+# --- parameter counts -----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("size,expected,per_layer", [
     (dict(n_layer=12, d_model=768, n_head=12, d_head=64, d_inner=3072), 116_750_336, 7_678_464),
@@ -108,7 +109,7 @@ def test_config_errors_name_the_key():
         tiny()(torch.zeros(1, 4, dtype=torch.long), target_mapping=torch.full((1, 2, 4), 0.25, dtype=torch.float64))
 
 
-# --- C7 no leakage ----------------------------------------------------------------------------------------------
+# --- no leakage -------------------------------------------------------------------------------------------------
 
 def embedding_jacobian_rows(model, ids, seg, perm, slots, memory, stream: str):
     """For each slot (query) or target position (content): which input positions have a nonzero gradient."""
@@ -179,7 +180,7 @@ def test_empty_query_row_zero_policy_does_not_leak():
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
 
 
-# --- C8 proper distribution -------------------------------------------------------------------------------------
+# --- proper distribution ----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("order", [(0, 1, 2), (2, 0, 1), (1, 2, 0)])
 def test_c8_proper_distribution(order):
@@ -199,7 +200,7 @@ def test_c8_proper_distribution(order):
     assert abs(joint.exp().sum().item() - 1.0) < 1e-5
 
 
-# --- C9 / C10 --------------------------------------------------------------------------------------------------
+# --- the two streams -----------------------------------------------------------------------------------------
 
 def test_c9_query_stream_never_feeds_content():
     model = tiny()
@@ -224,7 +225,7 @@ def test_c10_slot_path_equals_full_length_path_and_padding_slots():
     pos = slots.positions[:n][shuffled]
     assert (a.query_hidden[0, :n] - b.query_hidden[0, pos]).abs().max() < 1e-10
     assert torch.isfinite(a.logits).all()
-    # C17: padding slots contribute nothing, and more padding does not change the loss
+    # padding slots contribute nothing, and more padding does not change the loss
     target = torch.cat([ids[pos], torch.zeros(3, dtype=torch.long)])[None]
     weight = torch.cat([torch.ones(n), torch.zeros(3)])[None]
     loss = plm_loss(a.logits, target, weight)
@@ -237,7 +238,7 @@ def test_c10_slot_path_equals_full_length_path_and_padding_slots():
     assert torch.allclose(loss, loss2)
 
 
-# --- C11 bi_data ------------------------------------------------------------------------------------------------
+# --- bi_data ----------------------------------------------------------------------------------------------------
 
 def test_c11_bi_data_symmetry():
     model = tiny(bi_data=True)
@@ -251,7 +252,7 @@ def test_c11_bi_data_symmetry():
     assert (out[1] - out[0].flip(0)).abs().max() > 1e-3
 
 
-# --- C12 / C13 memory -------------------------------------------------------------------------------------------
+# --- memory -----------------------------------------------------------------------------------------------------
 
 def test_c12_cache_semantics():
     model = tiny(mem_len=5)
@@ -296,7 +297,7 @@ def test_c13_recurrence_equivalence(bi_data):
     assert (joint.query_hidden[real] - second.query_hidden[real]).abs().max() < 1e-5
 
 
-# --- C14 segments -----------------------------------------------------------------------------------------------
+# --- segments ---------------------------------------------------------------------------------------------------
 
 def test_c14_segment_relabelling_invariance():
     model = tiny()
@@ -343,7 +344,7 @@ def test_model_configs_instantiate(name, expected):
         assert count_params(model) == expected
 
 
-# --- C24 overfitting --------------------------------------------------------------------------------------------
+# --- overfitting ------------------------------------------------------------------------------------------------
 
 def test_c24_overfits_two_sentences():
     torch.manual_seed(0)

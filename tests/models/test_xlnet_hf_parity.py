@@ -1,4 +1,4 @@
-"""C23: our XLNet equals Hugging Face XLNetLMHeadModel on random weights (spec xlnet.md §2.13)."""
+"""Our XLNet equals Hugging Face XLNetLMHeadModel on random weights (the weight layout of HF's port)."""
 
 from __future__ import annotations
 

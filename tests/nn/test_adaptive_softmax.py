@@ -1,4 +1,5 @@
-"""Adaptive softmax normalisation and gathering (C9) and adaptive input (C10)."""
+"""Adaptive softmax (Grave et al., 2017) normalisation and gathering, and adaptive input (Baevski and Auli, 2019), as
+Transformer-XL's released code builds them."""
 
 from __future__ import annotations
 

@@ -20,8 +20,8 @@ def fp64():
 
 
 def reference(attn: MultiHeadSelfAttention, x: torch.Tensor, scale: float, key_real: torch.Tensor | None = None):
-    """Written from spec gpt.md §2.2: q|k|v column blocks of the fused projection, contiguous heads, softmax of
-    ``q kᵀ · scale`` with a −1e9 causal fill."""
+    """Written from the released GPT code's attention: q|k|v column blocks of the fused projection, contiguous
+    heads, softmax of ``q kᵀ · scale`` with a −1e9 causal fill."""
     b, t, d = x.shape
     h = attn.n_head
     w, bias = attn.qkv.weight, attn.qkv.bias
@@ -38,7 +38,7 @@ def reference(attn: MultiHeadSelfAttention, x: torch.Tensor, scale: float, key_r
 
 
 def test_attention_scale_is_one_over_sqrt_head_dim_and_qkv_are_column_blocks():
-    """Spec check 4: scale 1/sqrt(64) for 64-wide heads (not 1/sqrt(d_model)); q | k | v order; contiguous heads."""
+    """Scale 1/sqrt(64) for 64-wide heads (not 1/sqrt(d_model)); q | k | v order; contiguous heads."""
     torch.manual_seed(0)
     attn = MultiHeadSelfAttention(128, 2, causal=True).eval()
     x = torch.randn(2, 7, 128)

@@ -1,5 +1,5 @@
-"""MoS spec C1, C2, C4, C5: the three output layers are distributions, reduce as stated, and the softmax
-bottleneck is visible when fitting a random target."""
+"""MoS, MoC and Softmax heads (Dai's thesis App. A.2): the three output layers are distributions, reduce as stated,
+and the softmax bottleneck is visible when fitting a random target."""
 
 import math
 
@@ -79,7 +79,7 @@ def test_c2_one_hot_prior_selects_that_component():
 
 
 def test_mos_context_layout_is_component_major():
-    # feature k*d + j of the latent is component k, dimension j (spec §2.2)
+    # feature k*d + j of the latent is component k, dimension j (the released code's layout)
     head = _heads()["mos"]
     g = torch.randn(1, 1, H, dtype=torch.float64)
     _, h = head.contexts(g)

@@ -1,4 +1,5 @@
-"""Relative attention: rel-shift vs naive (C1), masks (C8), fp32 masking under autocast (C16)."""
+"""Relative attention: rel-shift vs naive (the efficient computation of Yang's thesis §2.1.3), masks, fp32 masking
+under autocast."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Two-stream relative attention vs a naive transcription of spec xlnet.md §2.4-§2.7 (checks C2, C3)."""
+"""Two-stream relative attention vs a naive transcription of XLNet v1 §2.3-§2.5 and
+App. A.2."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""MoS spec C6-C8: locked dropout, embedding dropout and weight drop semantics."""
+"""Locked dropout, embedding dropout and weight drop semantics (AWD-LSTM, Merity et al., 2018, as MoS uses them)."""
 
 import torch
 
@@ -80,7 +80,7 @@ def test_c8_raw_weight_gradient_only_through_kept_entries():
 
 
 def test_c8_survives_train_eval_train_cycles():
-    # The original WeightDrop hack fails at the first training call after an eval pass (spec P15).
+    # The original WeightDrop hack fails at the first training call after an eval pass (torch 2.x).
     lstm = WeightDropLSTM(4, 5, weight_dropout=0.5)
     x = torch.randn(2, 3, 4)
     for mode in (True, False, True, False, True):

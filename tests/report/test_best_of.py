@@ -1,5 +1,5 @@
 """``genlab-report --best-over eval.mem_len``: an eval.py sweep over evaluation memory reduced to "PPL best" and
-"Attn Len" (TXL seed Tables 2.6 / 2.8), on fake evaluation run folders."""
+"Attn Len" (Transformer-XL, Yang's thesis Tables 2.6 / 2.8), on fake evaluation run folders."""
 
 from __future__ import annotations
 

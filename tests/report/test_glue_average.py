@@ -1,4 +1,4 @@
-"""Spec funnel_transformer.md check 23: the GLUE averages of thesis Tables 5.1-5.3 recomputed from their entries
+"""The GLUE averages of Dai's thesis Tables 5.1-5.3 recomputed from their entries
 (experiments/funnel/reference.yaml): 84.4, 90.0 and 85.2 exactly after rounding, every other AVG within ±0.05."""
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def test_pair_rules_and_a_wrong_rule_misses():
     assert task_value("92.2/89.0", "second") == 89.0 and task_value("92.2/89.0", "mean") == pytest.approx(90.6)
     assert task_value("-/90.9", "mean") == 90.9 and task_value(93.0, "mean") == 93.0
     assert task_value((88.1, 91.2), "second") == 91.2
-    misses = 0  # negative control: the "first number" rule fails 5 of the 18 rows of Tables 5.1/5.2 (spec §4.2)
+    misses = 0  # negative control: the "first number" rule fails 5 of the 18 rows of Tables 5.1/5.2
     for section in ("table_5_1_mlm_glue_dev", "table_5_2_electra_glue_dev"):
         cols = REFERENCE[section]["columns"]
         for values in _rows(REFERENCE[section]).values():

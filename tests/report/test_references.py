@@ -91,7 +91,7 @@ def test_unreadable_layouts_are_named(tmp_path, text, message):
 
 @pytest.mark.parametrize("name, column", [("reference_mini.yaml", "value"), ("reference_mini_best.yaml", "ppl_best")])
 def test_txl_ablation_mini_references_carry_the_seed_numbers(name, column):
-    """The mini's rows (M = 32, half loss ext_len 16) carry the seed's numbers of the WT103 rows (M = 128, 64)."""
+    """The mini's rows (M = 32, half loss ext_len 16) carry the thesis' numbers of the WT103 rows (M = 128, 64)."""
     folder = ROOT / "experiments" / "txl_wt103_ablation"
     seed = {(e["model.mem_len"], e["model.attn_type"], e["data.ext_len"]): e[column]
             for e in load_reference(folder / "reference.yaml")["values"] if e["model.mem_len"] in (0, 128)}

@@ -1,5 +1,6 @@
-"""AWD-LSTM / MoS training (MoS spec C9, C11-C14 and §3): AR/TAR, variable BPTT and lr rescale, NT-ASGD,
-gradient accumulation, dynamic evaluation, fine-tuning, exact resume across the SGD -> ASGD switch, bad input."""
+"""AWD-LSTM / MoS training (Dai's thesis App. A.3, A.7 and the released code zihangdai/mos): AR/TAR, variable BPTT and
+lr rescale, NT-ASGD, gradient accumulation, dynamic evaluation, fine-tuning, exact resume across the SGD -> ASGD
+switch, bad input."""
 
 from functools import partial
 
@@ -52,7 +53,7 @@ def _trainer(tmp_path, **kw):
     return pl.Trainer(**base)
 
 
-# -- C9 ------------------------------------------------------------------------------------------------------
+# -- AR and TAR ----------------------------------------------------------------------------------------------
 def test_c9_ar_tar_values():
     raw = torch.tensor([[[1.0, 2.0], [3.0, 0.0], [3.0, 4.0]]])  # [B=1, T=3, F=2]
     dropped = torch.tensor([[[2.0, 0.0], [6.0, 0.0], [0.0, 8.0]]])
@@ -62,7 +63,7 @@ def test_c9_ar_tar_values():
     assert torch.isclose(ar_tar(dropped, raw, 2.0, 0.0), torch.tensor(ar))
 
 
-# -- C11 -----------------------------------------------------------------------------------------------------
+# -- variable-length BPTT ------------------------------------------------------------------------------------
 def test_c11_variable_length_sampler_statistics():
     rng = np.random.default_rng(0)
     draws = np.array([sample_seq_len(rng, 70, 40) for _ in range(100_000)])
@@ -71,7 +72,7 @@ def test_c11_variable_length_sampler_statistics():
     assert abs(short.mean() - 0.05) < 0.005
     assert abs(draws[~short].mean() - 69.5) < 0.1  # int() truncates toward zero
     assert abs(draws[short].mean() - 34.5) < 0.3
-    assert abs(draws.mean() - 67.8) < 0.1  # spec §3.1, simulated
+    assert abs(draws.mean() - 67.8) < 0.1  # the released sampler's mean, simulated
 
 
 def test_c11_windows_cover_the_stream_and_last_window_keeps_sampled_factor():
@@ -93,7 +94,7 @@ def test_c11_per_step_lr_rescaled_then_restored(tmp_path):
     assert task.optimizers().param_groups[0]["lr"] == 2.0
 
 
-# -- C12 -----------------------------------------------------------------------------------------------------
+# -- NT-ASGD -------------------------------------------------------------------------------------------------
 def test_c12_nt_asgd_triggers_on_expected_epoch():
     curve = [10, 9, 8, 7, 6, 5, 5.5, 5.4, 5.3, 5.2, 5.1, 5.05]
     asgd = NTASGD(nonmono=5)
@@ -140,7 +141,7 @@ def test_c12_task_switches_and_evaluates_the_average(tmp_path, monkeypatch):
     assert all(torch.equal(a, r) for a, r in zip(raw, task.model.parameters()))
 
 
-# -- C13 -----------------------------------------------------------------------------------------------------
+# -- gradient accumulation -----------------------------------------------------------------------------------
 def test_c13_gradient_accumulation_equals_full_batch():
     torch.manual_seed(0)
     model = _model(**NO_DROP).double()
@@ -242,7 +243,7 @@ def test_bad_input_vocabulary_mismatch_between_checkpoint_and_data(tmp_path):
         _trainer(tmp_path).fit(ft, _data(options=other))
 
 
-# -- C14 dynamic evaluation ----------------------------------------------------------------------------------
+# -- dynamic evaluation --------------------------------------------------------------------------------------
 def _static_nll(model, tokens, bptt):
     model.eval()
     total, count, memory = 0.0, 0, None

@@ -1,5 +1,6 @@
-"""Checks of the bad-GAN spec (§7): loss algebra (1-9), update isolation (10), LR schedule (15), monitoring
-metrics (16), bad input (NaN loss, wrong density checkpoint) and small end-to-end runs."""
+"""The bad GAN's task (Yang's thesis §3.1.5: the K-logit discriminator losses, FM, PT, VI, LD and Ent terms; the
+monitored assumptions (A2)/(A3) of §3.1.3): loss algebra, update isolation, LR schedule, monitoring metrics, bad input (NaN loss, wrong
+density checkpoint) and small end-to-end runs."""
 
 import math
 from functools import partial
@@ -298,7 +299,7 @@ def test_wrong_density_checkpoint_image_size(tmp_path):
 
 @pytest.mark.slow
 def test_mnist5k_bad_gan_beats_supervised_by_5_points(tmp_path):
-    """Spec §7 item 20 (one seed; experiments/bad_gan/README.md runs 3 through train.py -m): FM bad GAN vs the
+    """The SSL gain (one seed; experiments/bad_gan/README.md runs 3 through train.py -m): FM bad GAN vs the
     same D trained on the 100 labels only, 1,400 iterations each, on the 5,000 real MNIST digits. ~15-30 min on a
     shared CPU."""
     errs = {}

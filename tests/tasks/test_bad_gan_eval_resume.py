@@ -1,5 +1,5 @@
-"""Bad GAN: Polyak-averaged evaluation (spec §3.2 `eval.polyak_decay`) and bit-exact resume across a stop
-(stream position, RNG, optimisers and the average all restored)."""
+"""Bad GAN: Polyak-averaged evaluation (optional, as improved-GAN's code evaluates; the bad-GAN code evaluates raw
+weights) and bit-exact resume across a stop (stream position, RNG, optimisers and the average all restored)."""
 
 from functools import partial
 

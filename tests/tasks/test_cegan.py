@@ -1,6 +1,7 @@
-"""Checks of the CEGAN spec (§7): tabular calibration theory (1-5), the k-NN entropy surrogate (6), loss signs
-(7), VI NLL (8), energy forms (9), margin (10), gap scheduler (11), shapes (13) and a small 2-D behaviour (15);
-the grid evaluation (12) is in tests/metrics/test_cegan_metrics.py."""
+"""CEGAN (Dai's thesis §6.2, App. B): the tabular calibration theory (Eq. B.1, B.5, B.6, B.20), the nearest-neighbour
+entropy surrogate, loss signs, the VI NLL, energy forms, margin, the released code's gap scheduler, shapes and a small
+2-D behaviour on the biased mixture (App. B.5.1); the grid evaluation of Table B.2 is in
+tests/metrics/test_cegan_metrics.py."""
 
 from functools import partial
 
@@ -246,7 +247,7 @@ def test_shapes():
 
 @pytest.mark.slow
 def test_biased_gmm_entropy_orders_the_modes():
-    """Spec §7 item 15 (soft): on the biased 2-GMM (20,000 points, 20 epochs) EGAN-Ent-NN gives the heavy
+    """Soft: on the biased 2-GMM (20,000 points, 20 epochs) EGAN-Ent-NN gives the heavy
     (0.9) mode a lower energy than the light (0.1) mode by > 0.5. Several minutes on a shared CPU."""
     import pytorch_lightning as pl
 

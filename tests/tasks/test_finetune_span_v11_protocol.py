@@ -1,4 +1,4 @@
-"""The seeds' SQuAD 1.1 protocol [004 §3.3, spec xlnet.md §5.4]: a model finetuned on SQuAD 2.0 (with its
+"""XLNet's SQuAD 1.1 protocol (XLNet v1 §3.3): a model finetuned on SQuAD 2.0 (with its
 answerability head) is scored on the 1.1 dev set with the answerability part removed -- always its best non-null
 span, plain v1.1 EM/F1. In-process on the cloze minis (squad2 mini -> squad1 mini dev), and as the one command a
 user runs: ``eval.py ckpt_path=<squad2 run> data=squad2_mini_eval11``."""

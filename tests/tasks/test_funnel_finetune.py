@@ -1,4 +1,5 @@
-"""Funnel-Transformer finetuning through the shared suite (spec funnel_transformer.md §3.2, §4.2): published HF
+"""Funnel-Transformer finetuning through the shared suite (Dai's thesis §5.3 and the released
+code's finetuning layout): published HF
 folders and genlab MLM/ELECTRA checkpoints as ``task.init_from``, the decoder kept only for token-level tasks,
 Funnel's layer-wise learning-rate depths, and the ``funnel`` input layout (segment 2 on [CLS])."""
 

@@ -1,4 +1,4 @@
-"""Funnel MLM and ELECTRA objectives (spec funnel_transformer.md §2.8; checks 19, 20, 25, 33) on synthetic
+"""Funnel MLM and ELECTRA objectives (Dai's thesis §5.3; ELECTRA, Clark et al., 2020) on synthetic
 masked-LM batches built with the platform's corruption (genlab.data.pretrain.mlm_examples)."""
 
 from __future__ import annotations

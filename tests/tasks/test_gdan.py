@@ -1,4 +1,4 @@
-"""GDAN's task (spec gdan.md §8 checks 6, 11-13, 15 (offsets), 17-22, and exact resume) on tiny synthetic
+"""GDAN's task (Yang's thesis §3.2.4: the objectives, Algorithm 1; and exact resume) on tiny synthetic
 tensors: the balanced D objective, REINFORCE and its baseline, Algorithm 1's alternating schedule, the domain-tag
 routing, what is detached, the Table 3.4 method switches, the Context pseudo-questions and span evaluation."""
 
@@ -126,7 +126,7 @@ def same(a, b):
     return all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
 
 
-# ------------------------------------------------------------------------------------------------ check 6 / 22
+# ------------------------------------------------------------------------------------------ balanced objective
 def test_d_loss_is_a_mean_per_dataset_and_ignores_batch_sizes():
     task = make_task("context_domain", model=tiny_model("context_domain", dropout=0.0))
     batch = train_batch(3, 7)
@@ -145,7 +145,7 @@ def test_d_loss_is_a_mean_per_dataset_and_ignores_batch_sizes():
     assert torch.equal(balanced_d_loss(torch.tensor([1.0, 3.0]), torch.tensor([2.0])), torch.tensor(4.0))
 
 
-# ------------------------------------------------------------------------------------------------ check 11
+# ------------------------------------------------------------------------------------- REINFORCE estimator
 def test_equal_rewards_give_exactly_zero_gradient_with_the_batch_mean_baseline():
     task = make_task()
     task.reward = lambda unl, q, qm: torch.full((len(unl["start"]),), -2.5)
@@ -192,7 +192,7 @@ def test_moving_average_and_none_baselines():
     assert float(b) == 0.0 and run == 5.0
 
 
-# ------------------------------------------------------------------------------------------------ check 12
+# ----------------------------------------------------------------------------------- reward sign and scale
 def test_rewards_are_log_probabilities_computed_by_a_frozen_eval_mode_d():
     task = make_task()
     reader = task.model.reader.train()
@@ -209,7 +209,7 @@ def test_rewards_are_log_probabilities_computed_by_a_frozen_eval_mode_d():
     assert (out["reward"] <= 0).all() and not out["reward"].requires_grad and not out["baseline"].requires_grad
 
 
-# ------------------------------------------------------------------------------------------------ checks 13 / 21
+# ---------------------------------------------------------------------------------------------- Context baseline
 def test_context_pseudo_question_window_and_truncation():
     p = torch.arange(10, 22)[None]  # 12 tokens, token i has id 10 + i
     mask = torch.ones_like(p, dtype=torch.bool)
@@ -238,7 +238,7 @@ def test_context_questions_are_built_from_u_only_and_tagged_per_domain():
     assert tag.tolist() == [TAG_TRUE] * 3 + [TAG_GEN] * 4
 
 
-# ------------------------------------------------------------------------------------------------ check 15 (offsets)
+# ---------------------------------------------------------------------------------------------- SQuAD metric offsets
 class SpanStub(GAReader):
     """A reader whose answer is always token ``pos`` (start and end), recording the tags it is given."""
 
@@ -271,7 +271,7 @@ def test_predictions_are_cut_from_the_original_text_and_evaluation_uses_d_true()
     assert stub.tags[-1].tolist() == [TAG_TRUE]
 
 
-# ------------------------------------------------------------------------------------------------ check 17
+# ------------------------------------------------------------------------------------ alternating schedule
 class ScheduleSpy(GDANTask):
     """Records every optimiser step, D's mode during G's reward, and the G updates behind each U_G batch."""
 
@@ -329,7 +329,7 @@ def test_alternating_schedule_frozen_sides_eval_mode_and_current_g():
     assert task.counts == {"mle": 2, "d_pre": 0, "d": 6, "g": 3}
 
 
-# ------------------------------------------------------------------------------------------------ check 18
+# --------------------------------------------------------------------------------------------- tag routing
 class TagStub(GAReader):
     """Start log-probs peak at position 0 only when the tag is d_true; otherwise uniform."""
 
@@ -365,7 +365,7 @@ def test_tag_routing_d_true_for_l_and_g_reward_d_gen_for_u_g():
         assert last.tolist() == [stub.tag_id(TAG_TRUE)] * 3 + [stub.tag_id(TAG_GEN)] * 4
 
 
-# ------------------------------------------------------------------------------------------------ check 19
+# ---------------------------------------------------------------------------------------- what is detached
 def test_what_is_detached_in_both_directions():
     task = make_task()
     reader, gen = task.model.reader, task.model.generator
@@ -407,7 +407,7 @@ def test_one_alternating_cycle_runs_and_the_g_step_leaves_d_without_gradients():
     assert task.running_baseline is not None
 
 
-# ------------------------------------------------------------------------------------------------ check 20
+# ----------------------------------------------------------------------------------------- method switches
 @pytest.mark.parametrize("method", ["gen", "gen_domain"])
 def test_fixed_generator_rows_never_step_g_after_mle(method):
     torch.manual_seed(0)

@@ -1,7 +1,7 @@
-"""GDAN end to end on the synthetic SQuAD-format fixture (spec gdan.md §8 check 16): every Table 3.4 method runs
-Algorithm 1 through the real data module (files -> protocol split -> batches) for a few hundred updates; SL's dev F1
-ends clearly above a random legal span's; GDAN's REINFORCE reward rises; ``train/d_loss_gen`` (Figure 3.8) is
-logged by every method that trains on U."""
+"""GDAN end to end on the synthetic SQuAD-format fixture (the methods of Yang's thesis Table 3.4): every Table 3.4
+method runs Algorithm 1 through the real data module (files -> protocol split -> batches) for a few hundred updates;
+SL's dev F1 ends clearly above a random legal span's; GDAN's REINFORCE reward rises; ``train/d_loss_gen`` (Figure 3.8)
+is logged by every method that trains on U."""
 
 from __future__ import annotations
 
@@ -90,7 +90,7 @@ def test_check_16_every_method_runs_algorithm_1_on_the_fixture(data_dir, method,
     f1 = float(trainer.callback_metrics["valid/f1"])
     test = trainer.test(task, datamodule=dm, verbose=False)[0]
     assert 0.0 <= test["test/f1"] <= 1.0 and test["test/exact"] <= test["test/f1"]
-    # check 23's last item: every prediction is a substring of its original context
+    # every prediction is a substring of its original context
     preds = json.loads((tmp_path / "predictions.json").read_text())
     contexts = {it.qid: dm.passages[it.passage].context for it in dm.splits["test"]}
     assert preds.keys() == contexts.keys() and all(preds[q] and preds[q] in contexts[q] for q in preds)

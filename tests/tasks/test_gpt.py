@@ -1,4 +1,4 @@
-"""GPT-1 objectives (spec gpt.md §2.3-§2.5; checks 2 (loss side), 8, 9, 20, 21, 24, 25): the LM loss and its
+"""GPT-1 objectives (Radford et al., 2018, §3.1-§3.3: Eq. 1-5): the LM loss and its
 normalisation, L3 = L2 + λ·L1, the finetuning kinds through Lightning, init_from, and two small CPU behaviours."""
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
-"""Spec gpt.md §7a, the offline acceptance run, through train.py's code path. G4 (the Story Cloze pipeline: one
-answer per test row) runs in CI; G1 (pretraining beats the unigram model by 0.5 nats) and G2 (finetuning the
-pretrained checkpoint beats the same recipe from random init on the human-labelled newsgroups mini, 5-fold CV, by
-more than the spread over 3 seeds) take minutes and are marked slow; the measured numbers are in experiments/gpt/README.md."""
+"""The GPT minis' offline acceptance run (checks G1-G4, experiments/gpt/README.md), through train.py's code path. G4
+(the Story Cloze pipeline: one answer per test row) runs in CI; G1 (pretraining beats the unigram model by 0.5 nats)
+and G2 (finetuning the pretrained checkpoint beats the same recipe from random init on the human-labelled newsgroups
+mini, 5-fold CV, by more than the spread over 3 seeds) take minutes and are marked slow; the measured numbers are in
+experiments/gpt/README.md."""
 
 from __future__ import annotations
 
@@ -60,9 +61,9 @@ def test_g1_pretraining_mini_beats_the_unigram_model_by_half_a_nat(pretrained):
 
 @pytest.mark.slow
 def test_g2_pretraining_beats_random_init_on_newsgroups_by_more_than_the_seed_spread(pretrained, tmp_path):
-    """Spec §7a's G2 protocol (gpt_newsgroups_mini): 5-fold CV over the 200 posts, 8 epochs of 160 posts at batch 16
-    (80 steps), the preset's λ 0.5, final weights; issue #25's criterion on the 3 seeds' 5-fold accuracies (the spec's
-    stricter bars, >= 0.75 and 0.2 above, are reported in experiments/gpt/README.md, not met at this size)."""
+    """The G2 protocol (gpt_newsgroups_mini): 5-fold CV over the 200 posts, 8 epochs of 160 posts at batch 16
+    (80 steps), the preset's λ 0.5, final weights; issue #25's criterion on the 3 seeds' 5-fold accuracies (the
+    stricter acceptance bars, >= 0.75 and 0.2 above, are reported in experiments/gpt/README.md, not met at this size)."""
     from helpers import compose_config
 
     run, cache = pretrained

@@ -1,5 +1,5 @@
-"""GPT-1 optimisation (spec gpt.md §3, checks 16, 17, 18, 27): the release's schedules, its Adam, the decay rule,
-clipping before the update."""
+"""GPT-1 optimisation (Radford et al., 2018, §4.1, and the released code): the release's schedules, its Adam, the
+decay rule, clipping before the update."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""GPT-1 input transformations (spec gpt.md §2.5; checks 10 and 23). The module lives in the data layer
+"""GPT-1 input transformations (Radford et al., 2018, §3.3, Figure 1). The module lives in the data layer
 (genlab.data.finetune.gpt_transforms); its tests sit beside the GPT objective that consumes its output."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""TXL spec C15: warm-up from 0 to lr, then cosine to min_lr_ratio * lr; weight-decay exclusions."""
+"""Transformer-XL's schedule (the released code): warm-up from 0 to lr, then cosine to min_lr_ratio * lr; weight-decay
+exclusions."""
 
 import math
 

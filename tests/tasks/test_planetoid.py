@@ -1,4 +1,5 @@
-"""Planetoid objective and training behaviour (spec §3.3-§4, checks 12-14 and 18-20)."""
+"""Planetoid objective and training behaviour (Yang's thesis §3.3.3: the context loss of Eq. 3.12, the
+transductive and inductive losses built on Eq. 3.13-3.14, Algorithm 3; §3.3.4 for Planetoid-G)."""
 
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ def _dm(name, tmp_path, **kw):
 
 
 # ---------------------------------------------------------------------------------------------- losses
-def test_negative_sampling_loss_is_bce_and_pushes_scores_the_right_way():  # check 12
+def test_negative_sampling_loss_is_bce_and_pushes_scores_the_right_way():
     s = torch.randn(50, dtype=torch.float64, requires_grad=True)
     gamma = torch.where(torch.rand(50) < 0.5, 1.0, -1.0).double()
     loss = negative_sampling_loss(s, gamma, "sum")
@@ -52,7 +53,7 @@ def test_negative_sampling_loss_is_bce_and_pushes_scores_the_right_way():  # che
     assert torch.all(s.grad[gamma > 0] < 0) and torch.all(s.grad[gamma < 0] > 0)
 
 
-def test_full_softmax_loss_is_cross_entropy_over_nodes():  # check 13
+def test_full_softmax_loss_is_cross_entropy_over_nodes():
     torch.manual_seed(0)
     e, w, b = torch.randn(8, 5).double(), torch.randn(20, 5).double(), torch.randn(20).double()
     c = torch.randint(0, 20, (8,))
@@ -67,7 +68,7 @@ def test_full_softmax_loss_is_cross_entropy_over_nodes():  # check 13
     torch.testing.assert_close(task.context_loss(torch.zeros(20, 3).double(), i, c, torch.ones(8).double()), expect)
 
 
-def test_layer_loss_adds_exactly_two_ce_terms():  # check 16 (loss part)
+def test_layer_loss_adds_exactly_two_ce_terms():
     torch.manual_seed(0)
     m = PlanetoidT(num_nodes=10, n_features=4, n_classes=3, embedding_size=5).double()
     x, y, nodes = torch.rand(10, 4).double(), torch.randint(0, 3, (10,)), torch.arange(6)
@@ -89,7 +90,7 @@ def _step(task, opt_idx, loss):
 
 
 @pytest.mark.parametrize("update_emb", [True, False])
-def test_transductive_steps_update_the_right_parameters(update_emb):  # check 14
+def test_transductive_steps_update_the_right_parameters(update_emb):
     torch.manual_seed(0)
     m = PlanetoidT(num_nodes=10, n_features=4, n_classes=3, embedding_size=5, update_emb=update_emb)
     task = PlanetoidTask(m, _sgd(0.5), _sgd(0.5))
@@ -107,7 +108,7 @@ def test_transductive_steps_update_the_right_parameters(update_emb):  # check 14
     assert not torch.equal(m.embedding.weight, before["embedding.weight"])
 
 
-def test_inductive_steps_update_the_right_parameters():  # spec §3.7
+def test_inductive_steps_update_the_right_parameters():
     torch.manual_seed(0)
     m = PlanetoidI(num_nodes=10, n_features=4, n_classes=3, embedding_size=5, context_mode="sigmoid")
     task = PlanetoidTask(m, _sgd(0.5), _sgd(0.5))
@@ -133,7 +134,7 @@ def test_softmax_head_refuses_negative_pairs_and_scheduler_is_rejected():
 
 
 # ---------------------------------------------------------------------------------------- behaviour
-def test_karate_planetoid_g_two_labels(tmp_path):  # check 18
+def test_karate_planetoid_g_two_labels(tmp_path):
     accs = []
     for seed in (1, 2, 3):
         pl.seed_everything(seed, verbose=False)
@@ -158,7 +159,7 @@ SYNTH_T = dict(g_batch_size=100, g_sample_size=50, warmup_label_iters=200, warmu
                iter_inst=1, iter_label=0, steps=150)
 
 
-def test_synthetic_sbm_planetoid_t_beats_feat(tmp_path):  # check 19
+def test_synthetic_sbm_planetoid_t_beats_feat(tmp_path):
     gains = []
     for seed in (1, 2, 3):
         pl.seed_everything(seed, verbose=False)
@@ -172,7 +173,7 @@ def test_synthetic_sbm_planetoid_t_beats_feat(tmp_path):  # check 19
 
 
 @pytest.mark.slow  # 100 s measured on the shared, loaded 2-core machine; keeps this file in the CI budget
-def test_synthetic_sbm_planetoid_i_not_worse_than_feat(tmp_path):  # check 19 (inductive expectation)
+def test_synthetic_sbm_planetoid_i_not_worse_than_feat(tmp_path):
     gaps = []
     for seed in (1, 2, 3):
         pl.seed_everything(seed, verbose=False)
@@ -184,7 +185,7 @@ def test_synthetic_sbm_planetoid_i_not_worse_than_feat(tmp_path):  # check 19 (i
     assert np.mean(gaps) >= -0.03, gaps
 
 
-def test_warmup_decreases_the_context_loss(tmp_path):  # check 20
+def test_warmup_decreases_the_context_loss(tmp_path):
     dm = _dm("synth", tmp_path, g_batch_size=100, warmup_label_iters=0, warmup_graph_iters=60, steps=0)
     task, _ = _fit(dm, PlanetoidT(**dm.model_overrides()), lr_ctx=0.001)
     losses = task.warmup_losses

@@ -1,5 +1,5 @@
-"""Pretraining tasks (spec §2.9, §3.6, §4, C17-C20, C27): loss definitions, optimiser rules, memory, and
-xlnet_mini / dae / bert_mini losses falling on the offline Wikipedia mini."""
+"""Pretraining tasks (XLNet v1 §2.2-§2.5, App. A.3; the BERT and DAE baselines of §3.7): loss definitions, optimiser
+rules, memory, and xlnet_mini / dae / bert_mini losses falling on the offline Wikipedia mini."""
 
 import functools
 

@@ -1,4 +1,4 @@
-"""Small-scale behaviour of the permutation LM task (spec §10 C25, C26), trained with plain loops on CPU."""
+"""Small-scale behaviour of the permutation LM task (XLNet v1 §2.2), trained with plain loops on CPU."""
 
 import functools
 

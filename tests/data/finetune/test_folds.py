@@ -1,4 +1,4 @@
-"""k-fold cross-validation of a document-classification set (spec gpt.md §7a G2: 5-fold CV over the newsgroups
+"""k-fold cross-validation of a document-classification set (the GPT mini's G2 check: 5-fold CV over the newsgroups
 mini's 200 posts): stratified folds that are disjoint, cover the set and never put a test example in training."""
 
 from __future__ import annotations

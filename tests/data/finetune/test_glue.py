@@ -1,4 +1,5 @@
-"""GLUE readers on fixtures in each task's real TSV layout, bad rows, submission format, input layouts (C21)."""
+"""GLUE readers on fixtures in each task's real TSV layout, bad rows, submission format, input layouts (XLNet's
+and BERT's)."""
 
 from __future__ import annotations
 
@@ -115,7 +116,7 @@ def test_submission_format(tmp_path):
     assert (tmp_path / "STS-B.tsv").read_text() == "index\tprediction\n0\t3.142\n"
 
 
-# ---- C21 input layouts -------------------------------------------------------------------------------------------
+# ---- input layouts -----------------------------------------------------------------------------------------------
 def test_c21_xlnet_layout_left_padding_cls_last_segments():
     ids, seg, mask = encode_pair([11, 12, 13], [21, 22], 10, "xlnet")
     assert ids.tolist() == [0, 0, 11, 12, 13, SEP_ID, 21, 22, SEP_ID, CLS_ID]

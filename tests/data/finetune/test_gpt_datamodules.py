@@ -1,6 +1,6 @@
-"""GPT finetuning DataModules: the suite's readers and splits with GPT's input transformations (spec gpt.md §2.5:
-``<s> x <e>``, ``<s> p $ h <e>``, both orders for similarity, one sequence per choice, Story Cloze's per-part cut),
-right padding per batch, and a training order that resumes mid-epoch."""
+"""GPT finetuning DataModules: the suite's readers and splits with GPT's input transformations (Radford et al., 2018,
+§3.3: ``<s> x <e>``, ``<s> p $ h <e>``, both orders for similarity, one sequence per choice, Story Cloze's per-part
+cut), right padding per batch, and a training order that resumes mid-epoch."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""RACE reader and 4-way features (C21: qa truncated to its last pieces, no cross-option contamination)."""
+"""RACE reader and 4-way features (the released XLNet RACE script: qa truncated to its last pieces, no cross-option
+contamination)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SQuAD data: JSON reader, windows and max-context, XLNet feature layout (C21), exact span round trips,
+"""SQuAD data: JSON reader, windows and max-context, XLNet feature layout, exact span round trips,
 answers not matching their offsets, n-best post-processing, the generated cloze minis."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""SQuAD char <-> piece alignment by LCS (spec xlnet.md §5.4): the DP is a true LCS, and answer spans round-trip
-exactly through pieces on hard cases (accents, repeated spaces, split punctuation, `` '' quotes, unknown
-characters, ligatures) and at window boundaries."""
+"""SQuAD char <-> piece alignment by LCS (the released XLNet code's SQuAD preprocessing): the DP is a true LCS, and
+answer spans round-trip exactly through pieces on hard cases (accents, repeated spaces, split punctuation, `` ''
+quotes, unknown characters, ligatures) and at window boundaries."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Planetoid context samplers (spec §3.2, checks 6-11 and 17)."""
+"""Planetoid context samplers (Algorithm 2 of Yang's thesis §3.3.3, and the sampler of the authors'
+released code)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def _edge_set(lists):
     return {(k, v) for k, vs in lists.items() for v in vs}
 
 
-def test_walk_steps_follow_edges_and_have_the_right_length():  # check 6
+def test_walk_steps_follow_edges_and_have_the_right_length():
     adj, rng = _adj_from(FIG, 6), np.random.default_rng(0)
     walks = adj.walks(rng.integers(0, 6, 500), 10, rng)
     assert walks.shape == (500, 11)  # reference: path_size + 1 nodes
@@ -48,7 +49,7 @@ def test_duplicate_entries_weigh_the_walk():
     assert abs(np.mean(dedup.step(np.full(30000, 1), rng) == 3) - 2 / 3) < 0.02  # weights keep multiplicity
 
 
-def test_window_pair_counts_code_rule():  # check 7
+def test_window_pair_counts_code_rule():
     for n, w in [(11, 3), (5, 1), (4, 10)]:
         j, k = window_pairs(n, w, "code")
         expect = sum(min(n - 1, l + w) - max(0, l - w) + 1 for l in range(n))
@@ -59,7 +60,7 @@ def test_window_pair_counts_code_rule():  # check 7
     assert len(s.graph_batch()) == 6 * 65  # every node has neighbours, one walk each, no negatives
 
 
-def test_window_pairs_paper_rule():  # check 7
+def test_window_pairs_paper_rule():
     j, k = window_pairs(10, 3, "paper")
     assert np.all((np.abs(j - k) > 0) & (np.abs(j - k) < 3))
     adj = _adj_from(FIG, 6)
@@ -81,7 +82,7 @@ def _recording(fn):
     return wrapped
 
 
-def test_label_context_pairs():  # check 8
+def test_label_context_pairs():
     labeled, labels = np.arange(10), np.array([0, 0, 0, 1, 1, 2, 2, 2, 2, 1])
     adj = _adj_from(FIG, 12 - 2)
     s = ReferenceSampler(adj, labeled, labels, g_sample_size=500, neg_samp=3)
@@ -101,7 +102,7 @@ def test_label_context_pairs():  # check 8
     assert one_p.graph.all()
 
 
-def test_paper_sampler_r1_r2_statistics():  # check 9
+def test_paper_sampler_r1_r2_statistics():
     adj = _adj_from(FIG, 6)
     s = PaperSampler(adj, np.arange(6), np.array([0, 0, 1, 1, 2, 2]), r1=5 / 6, r2=0.3, batch_size=100_000, seed=2)
     b = s.batch()
@@ -110,13 +111,13 @@ def test_paper_sampler_r1_r2_statistics():  # check 9
     assert abs(np.mean(b.graph) - 0.3) < 0.01
 
 
-def test_weighted_transitions_from_star_centre():  # check 10
+def test_weighted_transitions_from_star_centre():
     adj = _adj_from({0: [1, 2], 1: [0], 2: [0]}, 3, weights={0: [1.0, 3.0], 1: [1.0], 2: [1.0]})
     nxt = adj.step(np.zeros(40000, np.int64), np.random.default_rng(0))
     assert abs(np.mean(nxt == 1) - 0.25) < 0.02 and abs(np.mean(nxt == 2) - 0.75) < 0.02
 
 
-def test_weighted_transitions_karate():  # check 10 with the karate-club weights
+def test_weighted_transitions_karate():  # with the karate-club weights
     import networkx as nx
 
     g = nx.karate_club_graph()
@@ -130,7 +131,7 @@ def test_weighted_transitions_karate():  # check 10 with the karate-club weights
         assert abs(np.mean(nxt == v) - w / total) < 0.02
 
 
-def test_inductive_sampler_never_emits_test_nodes():  # check 11
+def test_inductive_sampler_never_emits_test_nodes():
     # 0..3 training nodes, 4..5 test nodes; 1 and 2 are connected only through test node 4
     lists = {0: [1], 1: [0, 4], 2: [3, 4], 3: [2], 4: [1, 2, 5], 5: [4]}
     adj = _adj_from(lists, 6)
@@ -159,7 +160,7 @@ def test_reference_start_nodes_cover_every_node_once_per_pass():
     assert sorted(starts.tolist()) == [0, 1, 3, 4]  # node 2 has no neighbours and is skipped
 
 
-def test_fractional_iteration_counts():  # check 17
+def test_fractional_iteration_counts():
     rng = np.random.default_rng(0)
     draws = [frac_count(0.1, rng) for _ in range(10_000)]
     assert abs(np.mean(draws) - 0.1) < 0.01 and set(draws) == {0, 1}

@@ -1,5 +1,5 @@
 """Readers (MNIST IDX, SVHN .mat, CIFAR-10 pickles), offline minis and the balanced labelled subset
-(bad-GAN spec check 14 and the issue's bad-input cases)."""
+(the label counts of Yang's thesis §3.1.6 and the issue's bad-input cases)."""
 
 import pickle
 

@@ -1,4 +1,4 @@
-"""Readers on small fixtures written in each benchmark's real format (TXL spec C17, §4.1; MoS §4)."""
+"""Readers on small fixtures written in each benchmark's real format (the benchmarks of Transformer-XL and MoS)."""
 
 import zipfile
 from collections import Counter
@@ -120,7 +120,7 @@ def test_enwik8_prepare_writes_decimal_bytes_and_splits(tmp_path):
 
 
 def test_c17_enwik8_newline_flag(tmp_path):
-    """C17: keep_newlines=False reproduces the official stream (newline bytes dropped)."""
+    """keep_newlines=False reproduces the official stream (newline bytes dropped)."""
     data = b"<page>\nA & B\n\n\xc3\xa9</page>" * 3
     _enwik8_zip(tmp_path, data)
     R.prepare_enwik8(tmp_path, n_test=len(data) // 5)
@@ -384,7 +384,7 @@ def test_default_cache_dir_is_the_sources_default(tmp_path, monkeypatch):
 
 
 def test_vocab_file_encodes_with_a_shipped_vocabulary(tmp_path):
-    """TXL P25: an imported checkpoint's vocabulary is used as is, not rebuilt from the corpus."""
+    """An imported checkpoint's vocabulary is used as is, not rebuilt from the corpus."""
     data = tmp_path / "wt"
     data.mkdir()
     _wikitext(data, WT_TRAIN)

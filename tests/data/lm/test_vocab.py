@@ -1,4 +1,4 @@
-"""Vocabulary rules of TXL spec §4.1 (frequency order) and MoS data.py (first-appearance order)."""
+"""Vocabulary rules of the released Transformer-XL code (frequency order) and MoS data.py (first-appearance order)."""
 
 from collections import Counter
 

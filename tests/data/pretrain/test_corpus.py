@@ -1,4 +1,5 @@
-"""Plain-text pretraining corpus (spec §3.1): sentence ids, <eod>, shard boundaries, memmap cache, errors."""
+"""Plain-text pretraining corpus (XLNet v1 §3.1, App. A.3): sentence ids, <eod>, shard boundaries, memmap cache,
+errors."""
 
 from pathlib import Path
 

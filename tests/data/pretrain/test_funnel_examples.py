@@ -1,6 +1,6 @@
-"""Funnel-Transformer pretraining examples on the BERT pipeline (spec funnel_transformer.md §2.8, §2.9, §4.1, §7a;
-checks 18 and 22): exactly ``num_targets`` targets, 80/10/10 with random ids over the whole vocabulary, [CLS]
-token type 2, the ``[SEP] <pad>..`` tail rewrite, and the held-out split of the real-data mini."""
+"""Funnel-Transformer pretraining examples on the BERT pipeline (Dai's thesis §5.3 and the released code's pretraining
+data): exactly ``num_targets`` targets, 80/10/10 with random ids over the whole vocabulary, [CLS] token type 2, the
+``[SEP] <pad>..`` tail rewrite, and the held-out split of the real-data mini."""
 
 from __future__ import annotations
 

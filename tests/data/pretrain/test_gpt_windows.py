@@ -1,5 +1,5 @@
-"""GPT pretraining batches (spec gpt.md §3.1): random contiguous windows keyed on (seed, pass, step, rank), held-out
-windows that score every token once, the corpus tiers and the resume position."""
+"""GPT pretraining batches (Radford et al., 2018, §4.1): random contiguous windows keyed on (seed, pass, step, rank),
+held-out windows that score every token once, the corpus tiers and the resume position."""
 
 from __future__ import annotations
 

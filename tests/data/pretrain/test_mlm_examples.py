@@ -1,4 +1,5 @@
-"""BERT / DAE corruption (spec §4.1-4.2, C27): 15% budget, 80/10/10, whole words, NSP layout."""
+"""BERT / DAE corruption (BERT, Devlin et al., 2019, and XLNet v1 §3.7's DAE baseline): 15% budget, 80/10/10, whole
+words, NSP layout."""
 
 import numpy as np
 import pytest

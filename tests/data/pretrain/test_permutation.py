@@ -1,4 +1,5 @@
-"""Permutation masks (spec xlnet.md §2.8, checks C4-C6) and prediction slots (§2.9)."""
+"""Permutation masks (XLNet v1 §2.2-§2.3, built as the released code's `_local_perm`) and
+prediction slots (partial prediction, §2.3)."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def test_c4_golden_example():
     content[[1, 2, 5], [1, 2, 5]] = 0
     assert torch.equal(content_mask(out.perm_mask), content)
     assert out.is_target.nonzero().flatten().tolist() == [1, 2, 5]
-    # the spec's reading: target pos1 sees {0,3} ∪ {5,2}; SEP@4 sees {0,3,5,2,1,4}; context pos0 sees {0,3}
+    # reading the masks: target pos1 sees {0,3} ∪ {5,2}; SEP@4 sees {0,3,5,2,1,4}; context pos0 sees {0,3}
     assert set((expected[1] == 0).nonzero().flatten().tolist()) == {0, 3, 5, 2}
     assert set((expected[4] == 0).nonzero().flatten().tolist()) == {0, 3, 5, 2, 1, 4}
     assert set((expected[0] == 0).nonzero().flatten().tolist()) == {0, 3}

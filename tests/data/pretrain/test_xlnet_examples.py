@@ -1,4 +1,5 @@
-"""XLNet pretraining examples: span sampler (C15), example layout and streams (C16), bi_data rows."""
+"""XLNet pretraining examples: span sampler (XLNet v1 §3.1), example layout and
+streams (the released data_utils.py), bi_data rows."""
 
 import numpy as np
 import pytest
@@ -248,7 +249,7 @@ def test_plm_batch_targets_masks_and_slots():
     # reuse half cannot see the non-reuse half; non-reuse sees all of the reuse half (content mask)
     c = content_mask(b["perm_mask"])
     assert (b["perm_mask"][:, :32, 32:] == 1).all() and (c[:, 32:, :32][~b["is_target"][:, None, :32].expand(-1, 32, -1)] == 0).all()
-    # XLNet inputs never contain <mask> (C27)
+    # XLNet inputs never contain <mask>
     assert not (ids == 6).any()
     # rebuilding the same (pass, step) gives the same batch; another pass gives other permutations
     again = data[(0, 2)]

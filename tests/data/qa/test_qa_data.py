@@ -1,6 +1,6 @@
-"""GDAN's data (spec gdan.md §3.1, §5): tokenizer offsets and normalisation, shared vocabularies, the answer
-extractor and type-weighted sampling, the unlabelled JSONL, the SQuAD protocol split (check 14), the data module's
-batches on the synthetic fixture, and the real-data mini's files (check 23, data half)."""
+"""GDAN's data (Yang's thesis §3.2.5): tokenizer offsets and normalisation, shared vocabularies, the answer extractor
+and type-weighted sampling, the unlabelled JSONL, the thesis' SQuAD split (by article), the data module's batches on
+the synthetic fixture, and the real-data mini's files."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def test_tokenizer_normalises_for_lookup_and_keeps_original_offsets():
     words, offsets = tokenize(text)
     assert words == ["in", "0000", ",", "co0", "rose", "(", "cross", "-", "linked", ")", "."]
     assert [text[a:b] for a, b in offsets] == ["In", "1990", ",", "CO2", "rose", "(", "Cross", "-", "linked", ")", "."]
-    # check 15's offset half: the span of the normalised "0000" cuts the original "1990"
+    # offsets: the span of the normalised "0000" cuts the original "1990"
     j, k = token_span(offsets, text.index("1990"), text.index("1990") + 4)
     assert text[offsets[j, 0]:offsets[k, 1]] == "1990"
     # smallest covering span of a range that starts inside a token

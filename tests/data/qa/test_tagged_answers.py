@@ -1,4 +1,4 @@
-"""GDAN's tagger-based answer extraction (S000 §3.2.5 "Answer Extraction"): the NER-label and POS-grammar mapping
+"""GDAN's tagger-based answer extraction (Yang's thesis §3.2.5 "Answer Extraction"): the NER-label and POS-grammar mapping
 to the SQuAD answer types, on hand-made tags and through a real spaCy pipeline (a blank English one whose tags and
 entities come from rulers configured here: the trained English pipeline is not on PyPI)."""
 

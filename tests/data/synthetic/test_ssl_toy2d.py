@@ -1,4 +1,4 @@
-"""The 2-D semi-supervised toys as a bad-GAN DataModule (spec §5.3), and the bad-GAN task trained against the
+"""The 2-D semi-supervised toys as a bad-GAN DataModule (Yang's thesis §3.1.4), and the bad-GAN task trained against the
 known fake distribution it serves (task.fake_source=data: no generator, no generator step)."""
 
 from functools import partial

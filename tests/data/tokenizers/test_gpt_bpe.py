@@ -1,6 +1,6 @@
-"""GPT tokenizers (spec gpt.md §4.1): the trained lower-cased SentencePiece BPE, the published openai-gpt BPE read
-from an HF folder (checked against transformers' OpenAIGPTTokenizer), the release's text standardisation and how
-``data.tokenizer`` is resolved."""
+"""GPT tokenizers (Radford et al., 2018, §4.1): the trained lower-cased SentencePiece BPE, the published openai-gpt
+BPE read from an HF folder (checked against transformers' OpenAIGPTTokenizer), the release's text standardisation and
+how ``data.tokenizer`` is resolved."""
 
 from __future__ import annotations
 
