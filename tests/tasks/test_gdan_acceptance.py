@@ -1,5 +1,5 @@
 """Spec gdan.md check 23 / §5.5 acceptance on the real-data mini, through the presets as a user runs them (slow: twelve
-mini runs, about 18 CPU-minutes on a free core; evidence and the full method table in experiments/gdan/README.md).
+mini runs, 13 CPU-minutes on a free core; evidence and the full method table in experiments/gdan/README.md).
 Gates re-derived from the 5-seed mini Table 3.4 (issue #41, after the `<unk>` and G-vocabulary fixes), on seeds 0-2:
 (a) SL's mean test F1 is at least 3x a random legal span's (measured 0.193 vs 0.046; the former 0.25 floor relied on
 the `<unk>` bug); (b) Context beats SL on mean test F1 by more than the larger std over the seeds and on mean dev F1;
