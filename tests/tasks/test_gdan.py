@@ -509,6 +509,34 @@ def test_mle_keeps_the_generator_with_the_best_dev_nll():
     assert same(g_params(task), best["state"]) and task.best_g_state is None
 
 
+@pytest.mark.parametrize("method", ["gen_domain", "gen_domain_adv"])
+def test_dev_nll_of_a_final_generator_is_computed_once_and_logged_unchanged(method):
+    """Gen / Gen + domain never update G after MLE, so its dev NLL is scored once and reused (same value logged);
+    a G that REINFORCE moves is scored at every validation."""
+    torch.manual_seed(0)
+    task = make_task(method, mle_steps=2)
+    val = evaluation(4, 8, 6)
+    scored, logged = [], []
+    score = task.mle_loss
+    task.mle_loss = lambda lab: scored.append(task.counts["mle"]) or score(lab)
+
+    class Log(pl.Callback):
+        def on_validation_end(self, trainer, pl_module):
+            if task.mle_closed:
+                logged.append(float(trainer.callback_metrics["valid/g_nll"]))
+
+    fit(task, 6, val_batch=val, val_every=1, callbacks=[Log()])
+    task.eval()
+    with torch.no_grad():
+        direct = float(score({k: val[k] for k in ("g_p_ids", "g_p_ext", "p_mask", "start", "end", "g_q_ids",
+                                                 "g_q_mask")})["nll_per_token"])
+    after_mle = len(scored) - 2 * 2  # two MLE training updates, two validations during MLE
+    assert len(logged) == 4 and after_mle == (1 if method == "gen_domain" else 4)
+    assert logged[-1] == pytest.approx(direct, rel=1e-6)
+    if method == "gen_domain":
+        assert len(set(logged)) == 1
+
+
 def test_model_selection_starts_once_d_has_trained(tmp_path):
     """Algorithm 1 early-stops its D/G loop: during G's MLE phase D is its random init, so no dev F1 is logged, no
     checkpoint of it is ranked, and a model whose D never trained is refused at test time."""

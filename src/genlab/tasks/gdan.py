@@ -120,6 +120,7 @@ class GDANTask(pl.LightningModule):
         self.best_g_state: dict[str, Tensor] | None = None
         self.generated_cache: dict[int, Tensor] = {}
         self.generated_at_g_step: int | None = None  # G updates done when the last U_G batch was generated
+        self.frozen_g_dev_nll: tuple[float, float] | None = None  # (NLL sum, tokens) of dev under a G that is final
         if g_init_from is not None:
             self._load_generator(g_init_from)
 
@@ -344,7 +345,12 @@ class GDANTask(pl.LightningModule):
 
     on_test_epoch_start = on_validation_epoch_start
 
-    def _eval_step(self, batch: dict[str, Any]) -> None:
+    @property
+    def g_is_final(self) -> bool:
+        """G no longer changes: its MLE phase is over and the method never updates it (Gen, Gen + domain)."""
+        return self.uses_generator and self.mle_closed and self.spec.g_update == "none"
+
+    def _eval_step(self, batch: dict[str, Any], stage: str) -> None:
         tag = torch.full_like(batch["start"], TAG_TRUE) if self.spec.domain_tags else None  # test time: d_true
         res = self.model.reader(batch["p_ids"], batch["p_mask"], batch["q_ids"], batch["q_mask"], tag)
         j, k = best_span(res.start_log_probs, res.end_log_probs, self.hparams.max_answer_len)
@@ -360,7 +366,7 @@ class GDANTask(pl.LightningModule):
         sums[1] += scores["f1"] * scores["total"] / 100.0
         sums[2] += scores["total"]
         self._eval["preds"].update(preds)
-        if self.uses_generator and "g_q_ids" in batch:
+        if self.uses_generator and "g_q_ids" in batch and not (stage == "valid" and self.frozen_g_dev_nll):
             lab = {key: batch[key] for key in ("g_p_ids", "g_p_ext", "p_mask", "start", "end", "g_q_ids", "g_q_mask")}
             out = self.mle_loss(lab)
             n_tokens = float(batch["g_q_mask"].sum())
@@ -368,16 +374,20 @@ class GDANTask(pl.LightningModule):
             sums[4] += n_tokens
 
     def validation_step(self, batch: dict[str, Any], batch_idx: int) -> None:
-        self._eval_step(batch)
+        self._eval_step(batch, "valid")
 
     def test_step(self, batch: dict[str, Any], batch_idx: int) -> None:
-        self._eval_step(batch)
+        self._eval_step(batch, "test")
 
     def _eval_end(self, stage: str) -> None:
         sums = self.trainer.strategy.reduce(self._eval["sums"].to(self.device), reduce_op="sum").cpu()
         em, f1, n, g_nll, g_tokens = sums.tolist()
         if n == 0:
             return
+        if stage == "valid" and self.frozen_g_dev_nll:  # a final G's dev NLL is computed once, then reused
+            g_nll, g_tokens = self.frozen_g_dev_nll
+        elif stage == "valid" and self.g_is_final and g_tokens and not self.trainer.sanity_checking:
+            self.frozen_g_dev_nll = (g_nll, g_tokens)
         logs = {f"{stage}/exact": em / n, f"{stage}/f1": f1 / n}
         if stage == "valid" and not self.d_has_trained:
             logs = {}  # D is its random init: not a model to select (Algorithm 1 early-stops its while loop only)
