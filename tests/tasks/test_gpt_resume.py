@@ -1,7 +1,9 @@
 """GPT pretraining on a plain-text corpus (``data.path=``, the path tier) survives a SIGKILL of a real ``train.py``:
 the run restarted with ``ckpt_path=last`` ends with exactly the weights of an uninterrupted run (same batches,
 dropout masks, optimiser and schedule state), so the data position (random windows by (pass, step)) and every RNG
-are in the checkpoint. The mini presets of GPT pretraining and finetuning are rows of
+are in the checkpoint. Both runs load with 2 persistent DataLoader workers, as the paper presets do on a GPU: the
+multi-process iterator must leave the resume position to the iteration that really runs
+(``genlab.data.loading.samplers``). The mini presets of GPT pretraining and finetuning are rows of
 tests/reliability/test_resume.py."""
 
 from __future__ import annotations
@@ -100,5 +102,5 @@ def test_killed_gpt_pretraining_resumes_to_the_uninterrupted_weights(tmp_path):
     write_corpus(tmp_path / "corpus")
     args = ["experiment=gpt_books_mini", "data=gpt_pretrain_text", f"data.path={tmp_path / 'corpus'}",
             "data.vocab_size=60", "data.seq_len=16", "data.batch_size=4", "model.n_positions=16",
-            "task.scheduler.warmup_steps=5"]
+            "task.scheduler.warmup_steps=5", "data.num_workers=2", "data.persistent_workers=true"]
     check_killed_run_resumes_exactly(tmp_path, args, max_steps=60)

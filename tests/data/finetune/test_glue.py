@@ -140,3 +140,10 @@ def test_pair_truncation_drops_from_the_longer_sequence():
     assert a == [1, 2] and b == [5, 6]
     ids, _, mask = encode_pair(list(range(5, 30)), None, 8, "xlnet")
     assert ids.tolist() == [5, 6, 7, 8, 9, 10, SEP_ID, CLS_ID] and np.all(mask == 1)
+
+
+def test_a_file_that_is_not_utf8_is_named(tmp_path):
+    (tmp_path / "train.tsv").write_bytes(b"sentence\tlabel\n\xff\xfe fine\t1\n")
+    t = glue.get_task("sst2")
+    with pytest.raises(DataError, match=r"train.tsv is not valid UTF-8 text \(byte offset 15"):
+        glue.read_split(t, tmp_path, t.train)

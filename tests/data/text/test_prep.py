@@ -6,7 +6,7 @@ import pytest
 
 from genlab.data.text import chunks as C
 from genlab.data.text.parallel import ordered_map, resolve_num_proc
-from genlab.data.text.progress import Progress
+from genlab.data.text.progress import Progress, text_bytes, tracked
 from genlab.errors import ConfigError, DataError
 
 
@@ -69,3 +69,20 @@ def test_progress_is_throttled_and_reports_rate_and_time_left(caplog):
         loud.finish()
     assert "encoding x: 1.0 MB of 4.0 MB (25%)" in caplog.text and "/s, about" in caplog.text
     assert "left" in caplog.text and "encoding x: done" in caplog.text
+
+
+def test_tracked_examples_report_their_text_bytes(caplog):
+    examples = [("héllo", None), ("a", "bc")]
+    with caplog.at_level(logging.INFO, logger="genlab"):
+        assert list(tracked(examples, "encoding sst2 train", lambda e: text_bytes(*e), every_s=0)) == examples
+    assert "encoding sst2 train: 6 B of 9 B (67%)" in caplog.text and "encoding sst2 train: done" in caplog.text
+
+
+def test_read_lines_keeps_line_ends_drops_the_bom_and_names_a_bad_file(tmp_path):
+    good = tmp_path / "train.tsv"
+    good.write_bytes("\ufeffa\tb\r\nc\u2028d\te\nlast".encode())
+    assert list(C.read_lines(good)) == ["a\tb\r\n", "c\u2028d\te\n", "last"]  # U+2028 is text, not a line end
+    latin = tmp_path / "latin1.tsv"
+    latin.write_bytes("ok\ncaf\xe9\n".encode("latin-1"))
+    with pytest.raises(DataError, match=r"latin1.tsv is not valid UTF-8 text \(byte offset 6"):
+        list(C.read_lines(latin))

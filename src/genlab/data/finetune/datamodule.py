@@ -33,16 +33,17 @@ from genlab.data.finetune.folds import check_fold, fold_split
 from genlab.data.finetune.glue_minis import GLUE_MINIS
 from genlab.data.finetune.minis import IMDB_MINI, SST2_MINI
 from genlab.data.finetune.resumable import ResumableTrainOrder
+from genlab.data.finetune.tokenizer_cache import piece_model
 from genlab.data.finetune.zhang_minis import ZHANG_MINIS
-from genlab.data.sources.tiers import DEFAULT_CACHE, DatasetSpec, locate
+from genlab.data.sources.tiers import DatasetSpec, locate
+from genlab.data.text.progress import text_bytes, tracked
 from genlab.data.tokenizers.from_checkpoint import (
     FinetuneTokenizer,
     load_tokenizer,
     special_ids,
 )
-from genlab.data.tokenizers.xlnet_pieces import PieceTokenizer, train_tokenizer
+from genlab.data.tokenizers.xlnet_pieces import PieceTokenizer
 from genlab.errors import DataError
-from genlab.utils import atomic_write, stable_hash
 
 CLS_ID, SEP_ID, PAD_ID = 3, 4, 0  # XLNet SentencePiece ids (genlab.data.pretrain.corpus); XLNet pads with id 0
 SEG_A, SEG_B, SEG_CLS, SEG_PAD = 0, 1, 2, 4
@@ -162,10 +163,6 @@ class ClassificationDataModule(ResumableTrainOrder, pl.LightningDataModule):
             out["fold"] = f"{self.fold}/{self.n_folds}"
         return out
 
-    def fold_key(self) -> tuple:
-        """What tells the training text of one fold from another's (for cache keys of tokenizers trained on it)."""
-        return () if self.n_folds is None else ("fold", self.fold, self.n_folds)
-
     # --- files --------------------------------------------------------------------------------------------------
     def _spec(self) -> DatasetSpec:
         if self.source == "mini":
@@ -202,22 +199,15 @@ class ClassificationDataModule(ResumableTrainOrder, pl.LightningDataModule):
     def _load_tokenizer(self, train_texts: list[str]) -> FinetuneTokenizer:
         if self.tokenizer_file is not None:  # a checkpoint's own: SentencePiece or WordPiece (folder, file)
             return load_tokenizer(self.tokenizer_file, self.lower)
-        cache = Path(self.cache_dir).expanduser() if self.cache_dir else DEFAULT_CACHE
-        key = stable_hash(str(self.root.resolve()), len(train_texts), self.vocab_size, self.lower, *self.fold_key())
-        model = cache / "finetune" / f"spm_{self.task}_{key}.model"
-        if not model.is_file():
-            text = model.with_suffix(".txt")
-            with atomic_write(text, "w") as f:
-                f.writelines(" ".join(t.split()) + "\n" for t in train_texts if t.strip())
-            train_tokenizer([text], model.with_suffix(""), self.vocab_size)
-        return PieceTokenizer(model, self.lower)
+        return PieceTokenizer(piece_model(train_texts, self.cache_dir, self.vocab_size), self.lower)
 
     def _encode(self, name: str, examples: list[glue.Example], labelled: bool) -> EncodedSplit:
         tok, n = self.tokenizer, len(examples)
         specials = special_ids(tok)  # {} for SentencePiece (XLNet's fixed ids)
         ids = np.zeros((n, self.max_seq_len), dtype=np.int64)
         seg, mask = np.zeros_like(ids), np.zeros_like(ids)
-        for i, ex in enumerate(examples):
+        for i, ex in enumerate(tracked(examples, f"encoding {self.task} {name}",
+                                         lambda e: text_bytes(e.text_a, e.text_b))):
             b = tok.encode(ex.text_b) if ex.text_b is not None else None
             ids[i], seg[i], mask[i] = encode_pair(tok.encode(ex.text_a), b, self.max_seq_len, self.layout, **specials)
         labels = None

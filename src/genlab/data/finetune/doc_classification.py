@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from genlab.data.finetune.glue import Example
+from genlab.data.text.chunks import read_lines
 from genlab.errors import DataError
 
 csv.field_size_limit(sys.maxsize)
@@ -72,14 +73,13 @@ def read_csv(root: Path, split: str, ds: DocDataset) -> list[Example]:
         raise DataError(f"{ds.name}: {path} does not exist; data.path must hold train.csv and test.csv.")
     labels = labels_of(ds)
     out = []
-    with open(path, encoding="utf-8", newline="") as f:
-        for i, row in enumerate(csv.reader(f), start=1):
-            if len(row) < 2:
-                raise DataError(f"{path}, line {i}: expected label,text[,...] columns, got {len(row)}.")
-            if row[0] not in labels:
-                raise DataError(f"{path}, line {i}: label {row[0]!r} is not one of 1..{ds.n_classes} ({ds.name}).")
-            text = " ".join(part.replace("\\n", " ").replace('\\"', '"') for part in row[1:] if part)
-            out.append(Example(f"{split}-{i}", text, None, row[0]))
+    for i, row in enumerate(csv.reader(read_lines(path)), start=1):
+        if len(row) < 2:
+            raise DataError(f"{path}, line {i}: expected label,text[,...] columns, got {len(row)}.")
+        if row[0] not in labels:
+            raise DataError(f"{path}, line {i}: label {row[0]!r} is not one of 1..{ds.n_classes} ({ds.name}).")
+        text = " ".join(part.replace("\\n", " ").replace('\\"', '"') for part in row[1:] if part)
+        out.append(Example(f"{split}-{i}", text, None, row[0]))
     if not out:
         raise DataError(f"{path} holds no examples.")
     return out

@@ -15,6 +15,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from genlab.data.text.chunks import read_lines
 from genlab.errors import DataError
 
 csv.field_size_limit(sys.maxsize)  # QQP/MNLI parses can be long
@@ -93,8 +94,7 @@ def read_tsv(path: Path) -> list[list[str]]:
     """Rows of a GLUE TSV (tab-separated, no quoting, as the official processors read them)."""
     if not path.is_file():
         raise DataError(f"GLUE file {path} does not exist; point data.path at the task folder of the GLUE download.")
-    with open(path, encoding="utf-8-sig", newline="") as f:
-        return list(csv.reader(f, delimiter="\t", quotechar=None))
+    return list(csv.reader(read_lines(path), delimiter="\t", quotechar=None))
 
 
 def read_split(task: GlueTask, root: Path, split: Split) -> list[Example]:

@@ -36,35 +36,30 @@ from genlab.data.finetune import gpt_transforms as T
 from genlab.data.finetune import story_cloze as sc
 from genlab.data.finetune.datamodule import ClassificationDataModule
 from genlab.data.finetune.glue import Example
-from genlab.data.finetune.race import RaceDataModule, RaceQuestion
+from genlab.data.finetune.race import RaceDataModule, RaceQuestion, question_bytes
 from genlab.data.finetune.resumable import ResumableTrainOrder
-from genlab.data.sources.tiers import DEFAULT_CACHE, locate
+from genlab.data.finetune.tokenizer_cache import cached_tokenizer_model
+from genlab.data.sources.tiers import locate
+from genlab.data.text.progress import text_bytes, tracked
 from genlab.data.tokenizers.gpt_bpe import (
+    GPTSentencePiece,
     GPTTokenizer,
     load_gpt_tokenizer,
     train_gpt_bpe,
 )
 from genlab.errors import DataError
-from genlab.utils import atomic_write, stable_hash
 
 GPT_LAYOUTS = ("gpt", "gpt_both_orders")
 
 
 # ------------------------------------------------------------------------------------------------ shared parts
-def gpt_tokenizer(path: str | None, texts: Callable[[], list[str]], cache_dir: str | None, key: str,
+def gpt_tokenizer(path: str | None, texts: Callable[[], list[str]], cache_dir: str | None,
                   vocab_size: int) -> GPTTokenizer:
-    """``data.tokenizer`` when set; else a GPT BPE trained (once, cached) on ``texts()``."""
+    """``data.tokenizer`` when set; else a GPT BPE trained (once, cached per text) on ``texts()``."""
     if path is not None:
         return load_gpt_tokenizer(path)
-    cache = Path(cache_dir).expanduser() if cache_dir else DEFAULT_CACHE
-    lines = [" ".join(t.split()) for t in texts() if t and t.strip()]
-    model = cache / "finetune" / f"gpt_bpe_{key}_{stable_hash(len(lines), lines[:50], vocab_size)}.model"
-    if model.is_file():
-        return load_gpt_tokenizer(model)
-    text = model.with_suffix(".txt")
-    with atomic_write(text, "w") as f:
-        f.writelines(line + "\n" for line in lines)
-    return train_gpt_bpe([text], model, vocab_size)
+    return GPTSentencePiece(cached_tokenizer_model(texts(), cache_dir, "gpt_bpe", vocab_size,
+                                                   lambda text, model: train_gpt_bpe([text], model, vocab_size)))
 
 
 class GPTExamples(Dataset):
@@ -129,13 +124,12 @@ class GPTClassificationDataModule(GPTLoaders, ClassificationDataModule):
         self.seed = seed
 
     def _load_tokenizer(self, train_texts: list[str]) -> GPTTokenizer:
-        return gpt_tokenizer(self.tokenizer_file, lambda: train_texts, self.cache_dir,
-                             f"{self.task}_{stable_hash(str(self.root.resolve()), *self.fold_key())}", self.vocab_size)
+        return gpt_tokenizer(self.tokenizer_file, lambda: train_texts, self.cache_dir, self.vocab_size)
 
     def _encode(self, name: str, examples: list[Example], labelled: bool) -> GPTExamples:
         tok, sp, n = self.tokenizer, T.SpecialTokens.after_vocab(self.tokenizer.vocab_size), self.max_seq_len
         tokens: list = []
-        for ex in examples:
+        for ex in tracked(examples, f"encoding {self.task} {name}", lambda e: text_bytes(e.text_a, e.text_b)):
             a = tok.encode(ex.text_a)
             if ex.text_b is None:
                 if self.layout == "gpt_both_orders":
@@ -173,13 +167,13 @@ class GPTRaceDataModule(GPTLoaders, RaceDataModule):
     def _make_tokenizer(self, root: Path, train: list[RaceQuestion]) -> GPTTokenizer:
         texts = lambda: [*dict.fromkeys(q.article for q in train), *(q.question for q in train),
                          *(o for q in train for o in q.options)]
-        return gpt_tokenizer(self.tokenizer_file, texts, self.cache_dir, f"race_{stable_hash(str(root.resolve()))}",
-                             self.vocab_size)
+        return gpt_tokenizer(self.tokenizer_file, texts, self.cache_dir, self.vocab_size)
 
     def _dataset(self, qs: list[RaceQuestion]) -> GPTExamples:
         tok, sp = self.tokenizer, T.SpecialTokens.after_vocab(self.tokenizer.vocab_size)
         tokens = [T.multiple_choice(tok.encode(q.article), tok.encode(q.question), [tok.encode(o) for o in q.options],
-                                    sp, self.max_seq_len) for q in qs]
+                                    sp, self.max_seq_len)
+                  for q in tracked(qs, "encoding RACE questions", question_bytes)]
         return GPTExamples(tokens, [q.label for q in qs], {"level": [q.level for q in qs], "qid": [q.qid for q in qs]})
 
     def train_dataloader(self) -> DataLoader:
@@ -219,8 +213,7 @@ class GPTStoryClozeDataModule(GPTLoaders, ResumableTrainOrder, pl.LightningDataM
         train, dev = sc.release_split(sc.read_stories(root / sc.VAL_FILE), self.n_dev, self.split_seed)
         splits = {"train": train, "dev": dev, "test": sc.read_stories(root / sc.TEST_FILE)}
         texts = lambda: [t for s in train for t in (s.context, *s.endings)]
-        self.tokenizer = gpt_tokenizer(self.tokenizer_file, texts, self.cache_dir,
-                                       f"story_cloze_{stable_hash(str(root.resolve()))}", self.vocab_size)
+        self.tokenizer = gpt_tokenizer(self.tokenizer_file, texts, self.cache_dir, self.vocab_size)
         sp, part = T.SpecialTokens.after_vocab(self.tokenizer.vocab_size), self.max_seq_len // 2 - 2
         for name, stories in splits.items():
             tokens = [T.story_cloze(self.tokenizer.encode(s.context), [self.tokenizer.encode(e) for e in s.endings],

@@ -37,6 +37,7 @@ from genlab.data.finetune.glue_minis import (
     _splits,
 )
 from genlab.data.sources.tiers import DatasetSpec, RemoteFile
+from genlab.data.text.chunks import read_lines
 from genlab.errors import DataError
 
 SPLITS = ("train", "dev", "test")
@@ -48,21 +49,20 @@ def read_snli(path: Path) -> list[Example]:
         raise DataError(f"SNLI file {path} does not exist; data.path must be the snli_1.0 folder "
                         "(snli_1.0_{train,dev,test}.jsonl).")
     out = []
-    with open(path, encoding="utf-8") as f:
-        for i, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-                label, a, b = obj["gold_label"], obj["sentence1"], obj["sentence2"]
-            except (json.JSONDecodeError, KeyError, TypeError) as err:
-                raise DataError(f"{path}, line {i}: not an SNLI JSON line with gold_label, sentence1, sentence2 "
-                                f"({err}).") from err
-            if label == "-":
-                continue
-            if label not in SNLI.labels:
-                raise DataError(f"{path}, line {i}: gold_label {label!r} is not one of {list(SNLI.labels)} or '-'.")
-            out.append(Example(str(obj.get("pairID", f"{path.name}-{i}")), a, b, label))
+    for i, line in enumerate(read_lines(path), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+            label, a, b = obj["gold_label"], obj["sentence1"], obj["sentence2"]
+        except (json.JSONDecodeError, KeyError, TypeError) as err:
+            raise DataError(f"{path}, line {i}: not an SNLI JSON line with gold_label, sentence1, sentence2 "
+                            f"({err}).") from err
+        if label == "-":
+            continue
+        if label not in SNLI.labels:
+            raise DataError(f"{path}, line {i}: gold_label {label!r} is not one of {list(SNLI.labels)} or '-'.")
+        out.append(Example(str(obj.get("pairID", f"{path.name}-{i}")), a, b, label))
     if not out:
         raise DataError(f"{path} holds no labelled SNLI pairs.")
     return out
@@ -74,16 +74,15 @@ def read_scitail(path: Path) -> list[Example]:
         raise DataError(f"SciTail file {path} does not exist; data.path must be the SciTailV1.1 folder "
                         "(tsv_format/scitail_1.0_{train,dev,test}.tsv).")
     out = []
-    with open(path, encoding="utf-8", newline="") as f:
-        for i, row in enumerate(csv.reader(f, delimiter="\t", quotechar=None), start=1):
-            if not row:
-                continue
-            if len(row) != 3:
-                raise DataError(f"{path}, line {i}: {len(row)} tab-separated columns, SciTail rows are premise, "
-                                "hypothesis, label.")
-            if row[2] not in SCITAIL.labels:
-                raise DataError(f"{path}, line {i}: label {row[2]!r} is not one of {list(SCITAIL.labels)}.")
-            out.append(Example(f"{path.name}-{i}", row[0], row[1], row[2]))
+    for i, row in enumerate(csv.reader(read_lines(path), delimiter="\t", quotechar=None), start=1):
+        if not row:
+            continue
+        if len(row) != 3:
+            raise DataError(f"{path}, line {i}: {len(row)} tab-separated columns, SciTail rows are premise, "
+                            "hypothesis, label.")
+        if row[2] not in SCITAIL.labels:
+            raise DataError(f"{path}, line {i}: label {row[2]!r} is not one of {list(SCITAIL.labels)}.")
+        out.append(Example(f"{path.name}-{i}", row[0], row[1], row[2]))
     if not out:
         raise DataError(f"{path} holds no SciTail pairs.")
     return out

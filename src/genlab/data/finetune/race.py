@@ -32,11 +32,12 @@ from genlab.data.finetune.datamodule import encode_pair
 from genlab.data.finetune.downloads import race_spec
 from genlab.data.finetune.race_mini import RACE_MINI
 from genlab.data.finetune.resumable import ResumableTrainOrder
-from genlab.data.sources.tiers import DEFAULT_CACHE, DatasetSpec, locate
+from genlab.data.finetune.tokenizer_cache import piece_model
+from genlab.data.sources.tiers import DatasetSpec, locate
+from genlab.data.text.progress import text_bytes, tracked
 from genlab.data.tokenizers.from_checkpoint import load_tokenizer, special_ids
-from genlab.data.tokenizers.xlnet_pieces import PieceTokenizer, train_tokenizer
+from genlab.data.tokenizers.xlnet_pieces import PieceTokenizer
 from genlab.errors import DataError
-from genlab.utils import atomic_write, stable_hash
 
 LEVELS = ("middle", "high")
 LETTERS = "ABCD"
@@ -83,6 +84,10 @@ def read_race(root: Path, split: str) -> list[RaceQuestion]:
     if not out:
         raise DataError(f"RACE split {Path(root) / split} holds no questions.")
     return out
+
+
+def question_bytes(q: RaceQuestion) -> int:
+    return text_bytes(q.article, q.question, *q.options)
 
 
 def qa_text(question: str, option: str) -> str:
@@ -176,19 +181,12 @@ class RaceDataModule(ResumableTrainOrder, pl.LightningDataModule):
         if self.tokenizer_file is not None:
             # the checkpoint's: SentencePiece .model, BERT vocab.txt / tokenizer.json, or its folder
             return load_tokenizer(self.tokenizer_file, self.lower)
-        cache = Path(self.cache_dir).expanduser() if self.cache_dir else DEFAULT_CACHE
-        model = cache / "finetune" / f"spm_race_{stable_hash(str(root.resolve()), self.vocab_size)}.model"
-        if not model.is_file():
-            text = model.with_suffix(".txt")
-            lines = [*dict.fromkeys(q.article for q in train),
-                     *(qa_text(q.question, o) for q in train for o in q.options)]
-            with atomic_write(text, "w") as f:
-                f.writelines(" ".join(t.split()) + "\n" for t in lines)
-            train_tokenizer([text], model.with_suffix(""), self.vocab_size)
-        return PieceTokenizer(model, self.lower)
+        lines = [*dict.fromkeys(q.article for q in train), *(qa_text(q.question, o) for q in train for o in q.options)]
+        return PieceTokenizer(piece_model(lines, self.cache_dir, self.vocab_size), self.lower)
 
     def _dataset(self, qs: list[RaceQuestion]) -> Dataset:
-        enc = [encode_question(q, self.tokenizer, self.max_seq_len, self.max_qa_length, self.layout) for q in qs]
+        enc = [encode_question(q, self.tokenizer, self.max_seq_len, self.max_qa_length, self.layout)
+               for q in tracked(qs, "encoding RACE questions", question_bytes)]
         return _RaceDataset(np.stack([e[0] for e in enc]), np.stack([e[1] for e in enc]),
                             np.stack([e[2] for e in enc]), np.array([q.label for q in qs]),
                             np.array([q.level for q in qs]), [q.qid for q in qs])

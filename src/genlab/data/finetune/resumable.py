@@ -14,10 +14,12 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
-from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data import DataLoader, Dataset
+
+from genlab.data.loading.samplers import StatefulSampler
 
 
-class EpochShuffle(Sampler[int]):
+class EpochShuffle(StatefulSampler[int]):
     """Permutation of ``range(n)`` seeded by (``seed``, epoch); Lightning sets the epoch through ``set_epoch``."""
 
     def __init__(self, n: int, seed: int) -> None:
@@ -31,7 +33,7 @@ class EpochShuffle(Sampler[int]):
     def resume(self, epoch: int, consumed: int) -> None:
         self._resume = (epoch, consumed)
 
-    def __iter__(self) -> Iterator[int]:
+    def _order(self) -> Iterator[int]:
         g = torch.Generator()
         g.manual_seed(self.seed * 1_000_003 + self.epoch)
         order = torch.randperm(self.n, generator=g).tolist()

@@ -46,12 +46,13 @@ from genlab.data.finetune.squad_align import (
     char_to_piece_span,
     offsets_paragraph,
 )
-from genlab.data.sources.tiers import DEFAULT_CACHE, DatasetSpec, locate
+from genlab.data.finetune.tokenizer_cache import piece_model
+from genlab.data.sources.tiers import DatasetSpec, locate
+from genlab.data.text.progress import text_bytes, tracked
 from genlab.data.tokenizers.from_checkpoint import load_tokenizer, special_ids
 from genlab.data.tokenizers.wordpiece import WordPieceTokenizer
-from genlab.data.tokenizers.xlnet_pieces import PieceTokenizer, train_tokenizer
+from genlab.data.tokenizers.xlnet_pieces import PieceTokenizer
 from genlab.errors import DataError
-from genlab.utils import atomic_write, stable_hash
 
 log = logging.getLogger(__name__)
 UNK_ID, CLS_ID, SEP_ID, PAD_ID = 0, 3, 4, 5  # SQuAD pads with <pad> (official run_squad)
@@ -178,7 +179,7 @@ def build_features(examples: list[SquadExample], tok, max_seq_len: int = 512, do
     cols: dict[str, list] = {k: [] for k in ("ids", "seg", "mask", "p", "cls", "s", "e", "imp", "ex")}
     windows, paragraphs, bad = [], [], 0
     cache: dict[str, Paragraph] = {}
-    for ei, ex in enumerate(examples):
+    for ei, ex in enumerate(tracked(examples, "windowing SQuAD questions", lambda e: text_bytes(e.question))):
         para = cache.get(ex.context) or cache.setdefault(ex.context, tokenize_paragraph(ex.context, tok))
         paragraphs.append(para)
         q = tok.encode(ex.question)[:max_query_length]
@@ -373,15 +374,8 @@ class SquadDataModule(ResumableTrainOrder, pl.LightningDataModule):
         if self.tokenizer_file is not None:  # the checkpoint's: SentencePiece .model, BERT vocab.txt or folder
             self.tokenizer = load_tokenizer(self.tokenizer_file, self.lower)
         else:
-            cache = Path(self.cache_dir).expanduser() if self.cache_dir else DEFAULT_CACHE
-            model = cache / "finetune" / f"spm_squad_{stable_hash(str(root.resolve()), self.vocab_size)}.model"
-            if not model.is_file():
-                text = model.with_suffix(".txt")
-                contexts = dict.fromkeys(e.context for e in train)
-                with atomic_write(text, "w") as f:
-                    f.writelines(" ".join(t.split()) + "\n" for t in [*contexts, *(e.question for e in train)])
-                train_tokenizer([text], model.with_suffix(""), self.vocab_size)
-            self.tokenizer = PieceTokenizer(model, self.lower)
+            lines = [*dict.fromkeys(e.context for e in train), *(e.question for e in train)]
+            self.tokenizer = PieceTokenizer(piece_model(lines, self.cache_dir, self.vocab_size), self.lower)
         self.features["dev"], _ = build_features(self.dev_examples, self.tokenizer, training=False,
                                                  **self._feature_args())
 

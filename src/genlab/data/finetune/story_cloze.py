@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from genlab.data.sources.tiers import DatasetSpec, package_file
+from genlab.data.text.chunks import read_lines
 from genlab.data.text.sentences import split_sentences
 from genlab.errors import DataError
 
@@ -50,8 +51,7 @@ def read_stories(path: Path) -> list[Story]:
     if not path.is_file():
         raise DataError(f"Story Cloze file {path} does not exist; data.path must hold '{VAL_FILE}' and '{TEST_FILE}' "
                         "(the ROCStories Spring 2016 cloze test, distributed on request by its authors).")
-    with open(path, encoding="utf-8", newline="") as f:
-        rows = list(csv.reader(f))
+    rows = list(csv.reader(read_lines(path)))
     if not rows or tuple(c.strip() for c in rows[0]) != HEADER:
         raise DataError(f"{path}: the header must be {','.join(HEADER)}; is this a Story Cloze csv?")
     out = []

@@ -15,12 +15,13 @@ from typing import Any
 import numpy as np
 import pytorch_lightning as pl
 import torch
-from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data import DataLoader, Dataset
 
 from genlab.data.lm.corpora import load_lm_corpus
 from genlab.data.lm.streams import StreamSegments, split_streams
 from genlab.data.lm.synthetic_rank import make_topic_corpus
 from genlab.data.loading.options import loader_options
+from genlab.data.loading.samplers import StatefulSampler
 from genlab.errors import DataError
 from genlab.utils import stable_hash
 
@@ -43,7 +44,7 @@ def epoch_windows(n_rows: int, bptt: int, max_seq_len_delta: int, seed: int, epo
     return windows
 
 
-class VariableBPTTSampler(Sampler):
+class VariableBPTTSampler(StatefulSampler[tuple[int, int, int, int]]):
     """Yields ``(k, start, length, seq_len)`` window descriptors; Lightning calls ``set_epoch`` every epoch.
     ``resume = (epoch, k)`` skips the first k windows of that epoch once (a mid-epoch resume)."""
 
@@ -57,7 +58,7 @@ class VariableBPTTSampler(Sampler):
     def _windows(self) -> list[tuple[int, int, int]]:
         return epoch_windows(self.n_rows, self.bptt, self.delta, self.seed, self.epoch)
 
-    def __iter__(self) -> Iterator[tuple[int, int, int, int]]:
+    def _order(self) -> Iterator[tuple[int, int, int, int]]:
         (resume_epoch, skip), self.resume = self.resume, (0, 0)
         skip = skip if resume_epoch == self.epoch else 0
         for k, window in enumerate(self._windows()):

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset, Sampler
+from torch.utils.data import Dataset
 
+from genlab.data.loading.samplers import StatefulSampler
 from genlab.errors import DataError
 
 
@@ -97,7 +98,7 @@ class ChunkedStreamSegments(Dataset):
         return sum(c.tokens_per_pass for c in self.chunks)
 
 
-class ResumableSequentialSampler(Sampler[int]):
+class ResumableSequentialSampler(StatefulSampler[int]):
     """``0..n-1`` in order, starting once at ``start`` after a resume (then from 0 on later passes).
 
     ``__len__`` stays the full pass so Lightning's batch counter, restored from the checkpoint, lines up.
@@ -106,9 +107,9 @@ class ResumableSequentialSampler(Sampler[int]):
     def __init__(self, n: int):
         self.n, self.start = n, 0
 
-    def __iter__(self):
+    def _order(self) -> range:
         start, self.start = self.start, 0
-        return iter(range(start, self.n))
+        return range(start, self.n)
 
     def __len__(self) -> int:
         return self.n

@@ -35,6 +35,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from genlab.data.loading.options import loader_options
+from genlab.data.loading.samplers import StatefulSampler
 from genlab.data.pretrain.corpus import (
     PretrainCorpus,
     TokenStream,
@@ -67,13 +68,13 @@ OBJECTIVES = ("plm", "dae", "mlm")
 SEGMENTS, PERMUTATION, TARGETS = range(3)  # purposes of the example generators (see PretrainBatches._rng)
 
 
-class PassSampler(Sampler[tuple[int, int]]):
+class PassSampler(StatefulSampler[tuple[int, int]]):
     """Yields (pass, step) for step 0..n-1; each new iteration is the next pass. ``start`` resumes mid-pass."""
 
     def __init__(self, n: int):
         self.n, self.pass_idx, self.start = n, 0, 0
 
-    def __iter__(self) -> Iterator[tuple[int, int]]:
+    def _order(self) -> Iterator[tuple[int, int]]:
         start, self.start = self.start, 0
         p = self.pass_idx
         self.pass_idx += 1

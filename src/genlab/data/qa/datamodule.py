@@ -66,6 +66,7 @@ from genlab.data.qa.text import (
 )
 from genlab.data.qa.wiki_mini import GDAN_WIKI_MINI
 from genlab.data.sources.tiers import locate
+from genlab.data.text.progress import text_bytes, tracked
 from genlab.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
@@ -256,7 +257,7 @@ class SemiSupervisedSquadDataModule(pl.LightningDataModule):
         rng = np.random.default_rng(hp.split_seed + 7919)  # U is one fixed set across runs, like the thesis' 50K
         rows: list[UnlabeledParagraph] = read_unlabeled(path, self._extractor())
         items = []
-        for row in rows:
+        for row in tracked(rows, f"tokenising {path.name}", lambda r: text_bytes(r.context)):
             answers = sample_answers(row.answers, hp.answers_per_paragraph, rng)
             pid = self._passage(row.context, cache)
             for a in answers:

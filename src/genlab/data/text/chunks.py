@@ -8,6 +8,7 @@ byte offset when it is binary or not UTF-8.
 from __future__ import annotations
 
 import codecs
+import io
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -68,6 +69,15 @@ def _decode(path: str, offset: int, data: bytes, final: bool) -> str:
     except UnicodeDecodeError as err:
         raise DataError(f"{path} is not valid UTF-8 text (byte offset {offset + err.start}: {err.reason}); "
                         "convert it (e.g. iconv -t utf-8) or remove it from the corpus.") from err
+
+
+def read_lines(path: str | os.PathLike) -> Iterator[str]:
+    """The lines of a text file with their line ends, as ``open(path, newline="")`` yields them (what ``csv.reader``
+    wants), read in bounded pieces; a leading byte-order mark is dropped. A binary or non-UTF-8 file is a DataError
+    naming the file and byte offset instead of a traceback."""
+    for piece in line_pieces(path):
+        text = decode_piece(piece)
+        yield from io.StringIO(text.removeprefix("\ufeff") if piece.offset == 0 else text, newline="")
 
 
 def split_lines(text: str) -> list[str]:

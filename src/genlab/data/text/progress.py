@@ -9,11 +9,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import TypeVar
 
 log = logging.getLogger("genlab")
 EVERY_S = 5.0
+T = TypeVar("T")
 
 
 def _size(n: float) -> str:
@@ -73,3 +75,18 @@ def heartbeat(what: str, every_s: float = EVERY_S) -> Iterator[None]:
         thread.join()
         if time.monotonic() - start >= every_s:
             log.info("%s: done in %s", what, _duration(time.monotonic() - start))
+
+
+def text_bytes(*texts: str | None) -> int:
+    """UTF-8 size of the texts (None counts 0): the unit :func:`tracked` reports examples in."""
+    return sum(len(t.encode()) for t in texts if t)
+
+
+def tracked(items: Sequence[T], what: str, size: Callable[[T], int], every_s: float = EVERY_S) -> Iterator[T]:
+    """``items`` one by one, logging :class:`Progress` by ``size(item)`` bytes (e.g. :func:`text_bytes` of an
+    example's texts) while a long loop (tokenising a finetuning split) consumes them."""
+    progress = Progress(what, sum(size(item) for item in items), every_s)
+    for item in items:
+        yield item
+        progress.advance(size(item))
+    progress.finish()
