@@ -102,6 +102,16 @@ def test_txl_ablation_mini_references_carry_the_seed_numbers(name, column):
         assert e["value"] == seed[key], e
 
 
+@pytest.mark.parametrize("name, column", [("reference_midi.yaml", "value"), ("reference_midi_best.yaml", "ppl_best")])
+def test_txl_ablation_midi_references_carry_the_seed_numbers(name, column):
+    """The midi pair is the seed's full-loss rows with our encoding: recurrence (M = 128 there) and none."""
+    folder = ROOT / "experiments" / "txl_wt103_ablation"
+    seed = {e["model.mem_len"]: e[column] for e in load_reference(folder / "reference.yaml")["values"]
+            if e["model.attn_type"] == "rel" and e["data.ext_len"] == 0}
+    midi = {e["experiment"]: e["value"] for e in load_reference(folder / name)["values"]}
+    assert midi == {"txl_wt103_ablation_midi": seed[128], "txl_wt103_ablation_norec_midi": seed[0]}
+
+
 @pytest.mark.parametrize("twin, rows", [("mini", 4), ("midi", 2)])
 def test_mos_twin_references_carry_the_ptb_ablation_numbers(twin, rows):
     folder = ROOT / "experiments" / "mos_ptb_wt2"
