@@ -104,7 +104,7 @@ def test_txl_ablation_mini_references_carry_the_seed_numbers(name, column):
 
 @pytest.mark.parametrize("name, column", [("reference_midi.yaml", "value"), ("reference_midi_best.yaml", "ppl_best")])
 def test_txl_ablation_midi_references_carry_the_seed_numbers(name, column):
-    """The midi pair is the seed's full-loss rows with our encoding: recurrence (M = 128 there) and none."""
+    """The midi pair is the paper's full-loss rows with our encoding: recurrence (M = 128 there) and none."""
     folder = ROOT / "experiments" / "txl_wt103_ablation"
     seed = {e["model.mem_len"]: e[column] for e in load_reference(folder / "reference.yaml")["values"]
             if e["model.attn_type"] == "rel" and e["data.ext_len"] == 0}
