@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 from omegaconf import OmegaConf
 
@@ -58,3 +59,17 @@ def test_adaptive_softmax_tails_counted_for_their_tokens_only():
     tails = sum(int(((target >= lo) & (target < hi)).sum()) * (hi - lo) for lo, hi in zip(bounds[1:-1], bounds[2:]))
     logits_drop = 4 * (target.numel() * 3000 - target.numel() * 502 - tails)
     assert abs((saved_full - saved_adaptive) - logits_drop) / logits_drop < 0.25
+
+
+@pytest.mark.parametrize("preset", ["bert_stsb_mini", "xlnet_race_mini", "funnel_squad1_mini"])
+def test_finetuning_tasks_probed_on_their_own_batch(compose_cfg, preset):
+    """Regression, multiple choice ([B, choices, T]) and span extraction: saved bytes extrapolated from two probe
+    batches equal those of the real batch (linear in rows), so the guard no longer falls back to a formula."""
+    from genlab.cli import build
+
+    cfg = compose_cfg([f"experiment={preset}", "data.batch_size=6", "data.max_seq_len=24"])
+    torch.manual_seed(0)
+    task = build.build_task(cfg, sizes={"vocab_size": 300})
+    batch = memory_probe.synthetic_batch(cfg, task, 6)
+    direct = memory_probe.task_saved_bytes(task, batch, str(cfg.trainer.precision))
+    assert direct > 0 and abs(memory_probe.activation_bytes(cfg, task)[0] - direct) / direct < 0.03

@@ -5,8 +5,8 @@ excluded; autocast's bf16 copies of the weights included), at two batch sizes an
 probability ~ 1/r, as in text, over a vocabulary sorted by frequency as every genlab vocabulary is), which decides
 how many tokens an adaptive softmax sends through each of its tail clusters.
 
-Tasks whose synthetic batch is not known here (GANs, graphs, finetuning, QA) return None: the caller falls back
-to a formula.
+Tasks whose synthetic batch is not known here (GANs, graphs, GPT-1 finetuning, GDAN) return None: the caller falls
+back to a formula.
 """
 
 from __future__ import annotations
@@ -59,6 +59,9 @@ def synthetic_batch(cfg: DictConfig, task: nn.Module, rows: int) -> dict[str, An
         seq = int(_get(data, "tgt_len") or _get(data, "bptt"))
         ids = zipf_ids((rows, seq + int(_get(data, "ext_len", 0) or 0)), vocab)
         return {"input_ids": ids, "target": zipf_ids((rows, seq), vocab, seed=1), "segment": 0}
+    finetuned = _finetune_batch(data, task, rows, vocab)
+    if finetuned is not None:
+        return finetuned
     seq = _get(data, "seq_len")
     if seq is None:
         return None
@@ -82,6 +85,26 @@ def synthetic_batch(cfg: DictConfig, task: nn.Module, rows: int) -> dict[str, An
     if isinstance(task, MaskedLMTask):  # BERT and both Funnel objectives
         return {**common, "labels": _masked_labels(ids, n_targets)}
     return None
+
+
+def _finetune_batch(data: DictConfig | None, task: nn.Module, rows: int, vocab: int) -> dict[str, Any] | None:
+    """A batch of the XLNet/BERT/Funnel finetuning tasks (classification, multiple choice, span extraction)."""
+    from genlab.tasks.finetune_classification import SequenceClassificationTask
+    from genlab.tasks.finetune_multiple_choice import MultipleChoiceTask
+    from genlab.tasks.finetune_span import SpanExtractionTask
+
+    if not isinstance(task, (SequenceClassificationTask, MultipleChoiceTask, SpanExtractionTask)):
+        return None
+    seq = int(_get(data, "max_seq_len"))
+    choices = (task.n_choices,) if isinstance(task, MultipleChoiceTask) else ()
+    ids = zipf_ids((rows, *choices, seq), vocab, low=min(10, vocab - 2))
+    batch = {"input_ids": ids, "token_type_ids": torch.zeros_like(ids), "attention_mask": torch.ones_like(ids)}
+    first = torch.zeros(rows, dtype=torch.long)
+    if isinstance(task, SpanExtractionTask):
+        return {**batch, "p_mask": torch.zeros(rows, seq), "cls_index": first, "start_positions": first,
+                "end_positions": first, "is_impossible": torch.zeros(rows)}
+    regression = getattr(task, "n_labels", 2) == 1
+    return {**batch, "labels": torch.zeros(rows) if regression else first}
 
 
 def _vocab_size(task: nn.Module) -> int | None:
@@ -159,7 +182,7 @@ def probe_rows(cfg: DictConfig, batch_size: int) -> tuple[int, int]:
     """The two probe batch sizes: an even number of rows of about PROBE_TOKENS tokens, then twice that (at most the
     real batch)."""
     data = cfg.get("data")
-    seq = int(_get(data, "tgt_len") or _get(data, "bptt") or _get(data, "seq_len") or 1)
+    seq = int(_get(data, "tgt_len") or _get(data, "bptt") or _get(data, "seq_len") or _get(data, "max_seq_len") or 1)
     small = max(1, min(batch_size, 2 * math.ceil(PROBE_TOKENS / seq / 2)))  # even: bi_data halves the rows
     return small, max(small, min(batch_size, 2 * small))
 
