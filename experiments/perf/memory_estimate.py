@@ -87,15 +87,18 @@ TABLE_HEAD = ("| preset | parameters | micro-batch | precision | estimated peak,
 def table_row(cfg: DictConfig, name: str, overrides: list[str], tmp: Path) -> str:
     """README row: parameters and estimate at the preset's full depth and batch, without building the full model:
     parameters counted on the meta device, activations extrapolated from 1 and 2 layers (layers are identical;
-    Funnel and AWD-LSTM are estimated whole). GPU: the same less the CPU process's own baseline."""
+    Funnel: layers per block, when the blocks are equal; AWD-LSTM whole). GPU: less the CPU process's baseline."""
     with torch.device("meta"):
         params = sum(p.numel() for p in build.build_task(cfg, sizes=model_sizes(cfg)).parameters())
-    depth = cfg.model.get("n_layer")
+    depth, key = cfg.model.get("n_layer"), "model.n_layer={}"
+    blocks = cfg.model.get("block_sizes")
+    if blocks is not None and len(set(blocks)) == 1:  # Funnel with equal blocks: extrapolate layers per block
+        depth, key = blocks[0], "model.block_sizes=[" + ",".join(["{}"] * len(blocks)) + "]"
     if depth is None:
         est = memory.estimate(cfg, build_task(cfg))
         acts = est.activation_bytes or 0
     else:
-        one, two = (compose_preset(name, [*overrides, f"model.n_layer={n}"], tmp) for n in (1, 2))
+        one, two = (compose_preset(name, [*overrides, key.format(*[n] * key.count("{}"))], tmp) for n in (1, 2))
         est, est2 = memory.estimate(one, build_task(one)), memory.estimate(two, build_task(two))
         acts = (est.activation_bytes or 0) + (depth - 1) * ((est2.activation_bytes or 0) - (est.activation_bytes or 0))
     gpu = (memory.WEIGHT_BYTES + memory.GRADIENT_BYTES + memory.optimizer_bytes_per_param(cfg)) * params + acts \
