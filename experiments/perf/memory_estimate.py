@@ -2,16 +2,18 @@
 
 Each preset is measured in its own subprocess: its model (at ``model.n_layer=1`` by default) and task as train.py
 builds them, with the vocabulary the config gives (minis: their data's), two optimiser steps through a Lightning
-Trainer at the preset's precision, on synthetic batches of the preset's shape (genlab.cli.memory_probe: Zipf-law
-word ids, as text has); the peak RSS (``resource.getrusage``) is compared with the estimate for the same config.
-No data is read.
+Trainer at the preset's precision and with train.py's host-memory setting, on synthetic batches of the preset's
+shape (genlab.cli.memory_probe: Zipf-law word ids, as text has); the peak RSS (``resource.getrusage``) is compared
+with the estimate for the same config, made in another subprocess (a process's heap never shrinks back). No data is
+read.
 
     flock /tmp/genlab-heavy.lock python experiments/perf/memory_estimate.py --presets txl_wt103_base xlnet_base_mini
     python experiments/perf/memory_estimate.py --presets xlnet_large --estimate-only     # check this machine
     python experiments/perf/memory_estimate.py --presets txl_lm1b_base:56 gpt_books:16   # batches shrunk
 
 ``--estimate-only`` (with the real depth unless --n-layer is given) prints the estimate and the memory this machine
-has free, and exits 2 when the run would not fit: the check to make before a long run.
+has free, and exits 2 when the run would not fit: the check to make before a long run. ``--table`` prints README's
+per-preset table (every paper preset unless --presets).
 """
 
 from __future__ import annotations
