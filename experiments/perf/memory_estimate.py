@@ -2,22 +2,23 @@
 
 Each preset is measured in its own subprocess: its model (at ``model.n_layer=1`` by default) and task as train.py
 builds them, with the vocabulary the config gives (minis: their data's), two optimiser steps through a Lightning
-Trainer at the preset's precision, on synthetic batches of the preset's shape (genlab.cli.memory_probe: Zipf-law
-word ids, as text has); the peak RSS (``resource.getrusage``) is compared with the estimate for the same config.
-No data is read.
+Trainer at the preset's precision and with train.py's host-memory setting, on synthetic batches of the preset's
+shape (genlab.cli.memory_probe: Zipf-law word ids, as text has); the peak RSS (``resource.getrusage``) is compared
+with the estimate for the same config, made in another subprocess (a process's heap never shrinks back). No data is
+read.
 
     flock /tmp/genlab-heavy.lock python experiments/perf/memory_estimate.py --presets txl_wt103_base xlnet_base_mini
     python experiments/perf/memory_estimate.py --presets xlnet_large --estimate-only     # check this machine
     python experiments/perf/memory_estimate.py --presets txl_lm1b_base:56 gpt_books:16   # batches shrunk
 
 ``--estimate-only`` (with the real depth unless --n-layer is given) prints the estimate and the memory this machine
-has free, and exits 2 when the run would not fit: the check to make before a long run.
+has free, and exits 2 when the run would not fit: the check to make before a long run. ``--table`` prints README's
+per-preset table (every paper preset unless --presets).
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import resource
@@ -32,8 +33,14 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, open_dict
 
 from genlab.cli import build, memory, memory_probe
+from genlab.cli.host_memory import apply_host_memory_setting
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
+# the paper presets (full_size.py's, and MoS on text8 and LM1B), in README's order
+PAPER_PRESETS = ("txl_ptb", "txl_wt103_base", "txl_wt103_large", "txl_enwik8_base", "txl_enwik8_large",
+                 "txl_text8_large", "txl_lm1b_base", "txl_lm1b_large", "xlnet_base", "xlnet_large", "bert_base",
+                 "bert_large", "gpt_books", "funnel_b6_6_6_mlm", "funnel_large_b8_8_8_electra", "mos_ptb", "mos_wt2",
+                 "mos_text8_mos", "mos_lm1b_mos")
 
 
 def compose_preset(name: str, overrides: list[str], out: Path) -> DictConfig:
@@ -62,6 +69,7 @@ def measure(cfg: DictConfig, steps: int) -> int:
     import pytorch_lightning as pl
     from torch.utils.data import DataLoader
 
+    apply_host_memory_setting(cfg)  # as train.py runs: freed host memory stays in the process
     task = build_task(cfg)
     batch = memory_probe.synthetic_batch(cfg, task, int(cfg.data.batch_size))
     if batch is None:
@@ -74,37 +82,45 @@ def measure(cfg: DictConfig, steps: int) -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def table_row(name: str, overrides: list[str], tmp: Path) -> str:
+TABLE_HEAD = ("| preset | parameters | micro-batch | precision | estimated peak, CPU | on a GPU |\n"
+              "|---|---:|---|---|---:|---:|")
+
+
+def table_row(cfg: DictConfig, name: str, overrides: list[str], tmp: Path) -> str:
     """README row: parameters and estimate at the preset's full depth and batch, without building the full model:
-    parameters counted on the meta device, activations extrapolated from 1 and 2 layers (layers are identical)."""
-    cfg = compose_preset(name, overrides, tmp)
+    parameters counted on the meta device, activations extrapolated from 1 and 2 layers (layers are identical;
+    Funnel: layers per block, when the blocks are equal; AWD-LSTM whole). GPU: less the CPU process's baseline."""
     with torch.device("meta"):
         params = sum(p.numel() for p in build.build_task(cfg, sizes=model_sizes(cfg)).parameters())
-    depth = cfg.model.get("n_layer")
+    depth, key = cfg.model.get("n_layer"), "model.n_layer={}"
+    blocks = cfg.model.get("block_sizes")
+    if blocks is not None and len(set(blocks)) == 1:  # Funnel with equal blocks: extrapolate layers per block
+        depth, key = blocks[0], "model.block_sizes=[" + ",".join(["{}"] * len(blocks)) + "]"
     if depth is None:
         est = memory.estimate(cfg, build_task(cfg))
         acts = est.activation_bytes or 0
     else:
-        one, two = (compose_preset(name, [*overrides, f"model.n_layer={n}"], tmp) for n in (1, 2))
+        one, two = (compose_preset(name, [*overrides, key.format(*[n] * key.count("{}"))], tmp) for n in (1, 2))
         est, est2 = memory.estimate(one, build_task(one)), memory.estimate(two, build_task(two))
         acts = (est.activation_bytes or 0) + (depth - 1) * ((est2.activation_bytes or 0) - (est.activation_bytes or 0))
-    total = ((memory.WEIGHT_BYTES + memory.GRADIENT_BYTES + memory.optimizer_bytes_per_param(cfg)) * params + acts
-             + est.data_bytes + memory.BASELINE_BYTES)
-    return (f"| `{name}` | {params / 1e6:.0f}M | {cfg.data.batch_size} x "
-            f"{cfg.data.get('tgt_len') or cfg.data.get('bptt') or cfg.data.get('seq_len')} | {cfg.trainer.precision} "
-            f"| {total / memory.GB:.1f} GB |")
+    gpu = (memory.WEIGHT_BYTES + memory.GRADIENT_BYTES + memory.optimizer_bytes_per_param(cfg)) * params + acts \
+        + est.data_bytes
+    length = cfg.data.get("tgt_len") or cfg.data.get("bptt") or cfg.data.get("seq_len")
+    return (f"| `{name}` | {params / 1e6:.0f}M | {cfg.data.batch_size} x {length} | {cfg.trainer.precision} "
+            f"| {(gpu + memory.BASELINE_BYTES) / memory.GB:.1f} GB | {gpu / memory.GB:.1f} GB |")
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--presets", nargs="+", required=True, help="NAME, or NAME:BATCH to shrink one preset's batch")
+    p.add_argument("--presets", nargs="+", default=list(PAPER_PRESETS),
+                   help="NAME, or NAME:BATCH to shrink one preset's batch (default: every paper preset)")
     p.add_argument("--n-layer", type=int, default=None, help="model.n_layer (default 1; --estimate-only: the preset's)")
     p.add_argument("--batch", type=int, default=None, help="data.batch_size (default: the preset's)")
     p.add_argument("--steps", type=int, default=2)
     p.add_argument("--estimate-only", action="store_true", help="no measurement: estimate vs this machine's memory")
     p.add_argument("--override", nargs="*", default=[], help="more Hydra overrides, e.g. trainer.precision=32-true")
-    p.add_argument("--table", action="store_true", help="README rows at full depth (activations extrapolated)")
-    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--table", action="store_true", help="README's Markdown table at full depth and batch")
+    p.add_argument("--worker", choices=["measure", "estimate", "table"], help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
 
@@ -122,44 +138,67 @@ def overrides_of(args: argparse.Namespace, name: str, tmp: Path) -> list[str]:
     return out
 
 
+def estimate_of(cfg: DictConfig) -> dict:
+    """The guard's estimate for ``cfg`` and the model's parameter count (run in a fresh subprocess when measuring)."""
+    task = build_task(cfg)
+    est = memory.estimate(cfg, task)
+    return {"total": est.total_bytes, "describe": est.describe(), "params": sum(p.numel() for p in task.parameters())}
+
+
+def worker(kind: str, name: str, overrides: list[str], steps: int) -> dict:
+    """``kind`` (measure or estimate) of one preset in its own process, so neither sees the other's heap."""
+    cmd = [sys.executable, __file__, "--worker", kind, "--presets", name, "--steps", str(steps), "--override",
+           *overrides]
+    run = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "WANDB_MODE": "disabled"})
+    if run.returncode:
+        raise RuntimeError((run.stderr.strip().splitlines() or [f"exit {run.returncode}"])[-1])
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     with tempfile.TemporaryDirectory() as tmp:
         if args.worker:
             cfg = compose_preset(args.presets[0], args.override, Path(tmp))
-            print(json.dumps({"peak": measure(cfg, args.steps)}))
+            if args.worker == "table":
+                result = {"row": table_row(cfg, args.presets[0], list(args.override), Path(tmp))}
+            else:
+                result = {"peak": measure(cfg, args.steps)} if args.worker == "measure" else estimate_of(cfg)
+            print(json.dumps(result))
             return 0
+        if args.table:
+            print(TABLE_HEAD, flush=True)
         status = 0
         for item in args.presets:
             name, _, batch = item.partition(":")
-            if args.table:
-                print(table_row(name, list(args.override), Path(tmp)), flush=True)
+            if args.table:  # each preset in its own process: a process's heap only grows
+                print(worker("table", name, [*args.override] + ([f"data.batch_size={batch}"] if batch else []),
+                             args.steps)["row"], flush=True)
                 continue
             overrides = overrides_of(args, name, Path(tmp)) + ([f"data.batch_size={batch}"] if batch else [])
             cfg = compose_preset(name, overrides, Path(tmp))
-            task = build_task(cfg)
-            est = memory.estimate(cfg, task)
-            params = sum(p.numel() for p in task.parameters())
-            del task
-            gc.collect()
-            head = (f"{name}: n_layer={cfg.model.get('n_layer')} batch={cfg.data.get('batch_size')} "
-                    f"precision={cfg.trainer.precision} params={params / 1e6:.1f}M estimate={est.total_bytes / memory.GB:.2f} GB")
             if args.estimate_only:
-                free = memory.available_bytes(str(cfg.trainer.get("accelerator", "auto")))
-                fits = free is None or est.total_bytes <= free
+                accelerator = str(cfg.trainer.get("accelerator", "auto"))
+                room = memory.available_bytes(accelerator)
+                est = worker("estimate", name, overrides, args.steps)
+            else:
+                try:  # measured first, then estimated, each in a fresh process
+                    peak = worker("measure", name, overrides, args.steps)["peak"]
+                    est = worker("estimate", name, overrides, args.steps)
+                except RuntimeError as err:
+                    print(f"{name}: measured: FAILED ({err})", flush=True)
+                    status = 1
+                    continue
+            depth = cfg.model.get("n_layer", cfg.model.get("block_sizes"))
+            head = (f"{name}: n_layer={depth} batch={cfg.data.get('batch_size')} precision={cfg.trainer.precision} "
+                    f"params={est['params'] / 1e6:.1f}M estimate={est['total'] / memory.GB:.2f} GB")
+            if args.estimate_only:
+                fits = room is None or est["total"] <= room
                 status = status if fits else 2
-                print(f"{head} ({est.describe()}); free {free / memory.GB if free else float('nan'):.1f} GB: "
+                print(f"{head} ({est['describe']}); free {room / memory.GB if room else float('nan'):.1f} GB: "
                       f"{'fits' if fits else 'DOES NOT FIT'}", flush=True)
                 continue
-            cmd = [sys.executable, __file__, "--worker", "--presets", name, "--steps", str(args.steps),
-                   "--override", *overrides]
-            run = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "WANDB_MODE": "disabled"})
-            if run.returncode:
-                print(f"{head} measured: FAILED ({run.stderr.strip().splitlines()[-1:]})", flush=True)
-                status = 1
-                continue
-            peak = json.loads(run.stdout.strip().splitlines()[-1])["peak"]
-            print(f"{head} measured={peak / memory.GB:.2f} GB estimate/measured: {est.total_bytes / peak:.2f}", flush=True)
+            print(f"{head} measured={peak / memory.GB:.2f} GB estimate/measured: {est['total'] / peak:.2f}", flush=True)
         return status
 
 

@@ -6,12 +6,11 @@ Bytes, for the run's micro-batch ``data.batch_size`` on one device:
 - baseline: the Python, torch and Lightning process itself (CPU runs only);
 - weights 4 and gradients 4 per parameter (fp32 master weights, whatever the compute precision);
 - optimiser state: 8 per trainable parameter for Adam-type optimisers, 4 for SGD with momentum, else 0;
-- activations: what autograd saves for the backward (attention maps, the adaptive softmax's per-cluster logits,
-  two-stream attention's both streams, MoS's mixture components, autocast's bf16 weight copies), measured by
-  ``memory_probe`` on a synthetic batch of the run's shape (no data read), plus BACKWARD_COPIES times the largest
-  of them (its backward holds the gradients of its output and its input at once); for models without a probe
-  batch, Korthikanti et al.'s count for transformer-shaped configs (per layer ``2 b s (34 h + 5 a (s + m))``
-  bytes), else nothing;
+- activations: the peak of what a forward, loss and backward hold besides the weights (what autograd saves:
+  attention maps, the adaptive softmax's per-cluster logits, two-stream attention's both streams, MoS's mixture
+  components, autocast's bf16 weight copies; and the backward's temporaries), measured by ``memory_probe`` on
+  synthetic batches of the run's shape (no data read); for models without a probe batch, Korthikanti et al.'s
+  count for transformer-shaped configs (per layer ``2 b s (34 h + 5 a (s + m))`` bytes), else nothing;
 - the data loader's batches (one real-size batch, plus 2 prefetched per worker).
 
 The model needs the vocabulary size; before any data work it comes from the config (``data.vocab_size``,
@@ -37,7 +36,6 @@ log = logging.getLogger("genlab")
 GB = 1024**3
 WEIGHT_BYTES = GRADIENT_BYTES = 4
 BASELINE_BYTES = int(0.55 * GB)  # peak RSS of a step on a 1-parameter model (python, torch, Lightning, genlab)
-BACKWARD_COPIES = 2  # tensors the size of the largest saved one, alive together during its backward
 # Vocabulary sizes of the LM benchmarks as their readers build them from the full corpora.
 PUBLISHED_VOCAB = {"wikitext103": 267_735, "wikitext2": 33_278, "ptb": 10_000, "lm1b": 793_470, "enwik8": 204,
                    "text8": 27, "ptb_char": 50}
@@ -96,7 +94,7 @@ def estimate(cfg: DictConfig, task: torch.nn.Module, on_cpu: bool = True) -> Mem
     params = sum(p.numel() for p in task.parameters())
     trainable = sum(p.numel() for p in task.parameters() if p.requires_grad)
     probed = memory_probe.activation_bytes(cfg, task)
-    activations = probed[0] + BACKWARD_COPIES * probed[1] if probed is not None else transformer_activation_bytes(cfg)
+    activations = probed if probed is not None else transformer_activation_bytes(cfg)
     return MemoryEstimate(params, WEIGHT_BYTES * params + GRADIENT_BYTES * trainable,
                           optimizer_bytes_per_param(cfg) * trainable, activations,
                           memory_probe.batch_bytes(cfg, task), BASELINE_BYTES if on_cpu else 0)

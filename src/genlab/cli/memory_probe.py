@@ -1,12 +1,14 @@
-"""What one training step keeps alive for its backward, measured on the model itself: a forward and loss on a small
-synthetic batch of the run's shape, with every tensor autograd saves counted once by its storage (parameters
-excluded; autocast's bf16 copies of the weights included), at two batch sizes and extrapolated linearly to
-``data.batch_size``. The batch is synthetic, so no data is read; word ids follow Zipf's law (rank r has
-probability ~ 1/r, as in text, over a vocabulary sorted by frequency as every genlab vocabulary is), which decides
-how many tokens an adaptive softmax sends through each of its tail clusters.
+"""What one training step holds beyond the weights, measured on the model itself: a forward, loss and backward on a
+small synthetic batch of the run's shape, with the bytes of every live tensor (activations autograd saves, autocast's
+bf16 weight copies, the backward's temporaries such as a log-sum-exp's gradient; parameters and assigned gradients
+excluded) recorded after every op. That timeline is taken at two batch sizes and extrapolated op by op to
+``data.batch_size``; its maximum is the estimate (the peak can move from a batch-independent phase, a large table's
+gradient, to the batch's own, so the maxima alone would not extrapolate). The batch is synthetic, so no data is read;
+word ids follow Zipf's law (rank r has probability ~ 1/r, as in text, over a vocabulary sorted by frequency as every
+genlab vocabulary is), which decides how many tokens an adaptive softmax sends through each of its tail clusters.
 
-Tasks whose synthetic batch is not known here (GANs, graphs, finetuning, QA) return None: the caller falls back
-to a formula.
+Tasks whose synthetic batch is not known here (GANs, graphs, GPT-1 finetuning, GDAN) return None: the caller falls
+back to a formula.
 """
 
 from __future__ import annotations
@@ -14,12 +16,17 @@ from __future__ import annotations
 import contextlib
 import math
 import warnings
-from collections.abc import Callable
+import weakref
+from functools import partial
+from itertools import accumulate
 from typing import Any
 
 import torch
 from omegaconf import DictConfig
 from torch import Tensor, nn
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+from torch.utils.weak import WeakIdKeyDictionary
 
 PROBE_TOKENS = 256  # tokens per row x rows of the smaller probe batch: enough for stable adaptive-softmax shares
 
@@ -59,6 +66,9 @@ def synthetic_batch(cfg: DictConfig, task: nn.Module, rows: int) -> dict[str, An
         seq = int(_get(data, "tgt_len") or _get(data, "bptt"))
         ids = zipf_ids((rows, seq + int(_get(data, "ext_len", 0) or 0)), vocab)
         return {"input_ids": ids, "target": zipf_ids((rows, seq), vocab, seed=1), "segment": 0}
+    finetuned = _finetune_batch(data, task, rows, vocab)
+    if finetuned is not None:
+        return finetuned
     seq = _get(data, "seq_len")
     if seq is None:
         return None
@@ -82,6 +92,26 @@ def synthetic_batch(cfg: DictConfig, task: nn.Module, rows: int) -> dict[str, An
     if isinstance(task, MaskedLMTask):  # BERT and both Funnel objectives
         return {**common, "labels": _masked_labels(ids, n_targets)}
     return None
+
+
+def _finetune_batch(data: DictConfig | None, task: nn.Module, rows: int, vocab: int) -> dict[str, Any] | None:
+    """A batch of the XLNet/BERT/Funnel finetuning tasks (classification, multiple choice, span extraction)."""
+    from genlab.tasks.finetune_classification import SequenceClassificationTask
+    from genlab.tasks.finetune_multiple_choice import MultipleChoiceTask
+    from genlab.tasks.finetune_span import SpanExtractionTask
+
+    if not isinstance(task, (SequenceClassificationTask, MultipleChoiceTask, SpanExtractionTask)):
+        return None
+    seq = int(_get(data, "max_seq_len"))
+    choices = (task.n_choices,) if isinstance(task, MultipleChoiceTask) else ()
+    ids = zipf_ids((rows, *choices, seq), vocab, low=min(10, vocab - 2))
+    batch = {"input_ids": ids, "token_type_ids": torch.zeros_like(ids), "attention_mask": torch.ones_like(ids)}
+    first = torch.zeros(rows, dtype=torch.long)
+    if isinstance(task, SpanExtractionTask):
+        return {**batch, "p_mask": torch.zeros(rows, seq), "cls_index": first, "start_positions": first,
+                "end_positions": first, "is_impossible": torch.zeros(rows)}
+    regression = getattr(task, "n_labels", 2) == 1
+    return {**batch, "labels": torch.zeros(rows) if regression else first}
 
 
 def _vocab_size(task: nn.Module) -> int | None:
@@ -112,62 +142,83 @@ def autocast_for(precision: str) -> contextlib.AbstractContextManager:
     return contextlib.nullcontext()
 
 
-def saved_bytes(module: nn.Module, loss_fn: Callable[[], Tensor], precision: str = "32-true") -> int:
-    """Bytes of the distinct storages autograd saves for the backward of ``loss_fn()`` (``module``'s parameters
-    excluded; the RNG and the module's mode are left as they were)."""
-    return sum(saved_storages(module, loss_fn, precision))
+class _Lifetimes(TorchDispatchMode):
+    """Every storage an op creates (activations, autocast's weight copies, the backward's temporaries, gradients):
+    its bytes, and the op counts at which it appeared and was freed (a weak reference's callback)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops = 0
+        self.spans: list[list[int]] = []  # [first op, op after the last, bytes]
+        self._index: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        self._refs: list[weakref.ref] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        self.ops += 1
+        for t in tree_leaves(out):
+            if isinstance(t, Tensor) and t.device.type != "meta":
+                self.track(t.untyped_storage())
+        return out
+
+    def track(self, storage: torch.UntypedStorage) -> None:
+        if storage in self._index:
+            return
+        self._index[storage] = len(self.spans)
+        self.spans.append([self.ops, -1, storage.nbytes()])
+        self._refs.append(weakref.ref(storage, partial(self._freed, len(self.spans) - 1)))
+
+    def _freed(self, i: int, _ref: weakref.ref) -> None:
+        self.spans[i][1] = self.ops + 1
+
+    def timeline(self, excluded: list[Tensor]) -> list[int]:
+        """Live bytes after each op, without the storages of ``excluded`` (the parameters' gradients)."""
+        skip = {self._index.get(t.untyped_storage()) for t in excluded}
+        delta = [0] * (self.ops + 2)
+        for i, (first, after, nbytes) in enumerate(self.spans):
+            if i not in skip:
+                delta[first] += nbytes
+                delta[after if after >= 0 else self.ops + 1] -= nbytes
+        return list(accumulate(delta))[1:-1]
 
 
-def saved_storages(module: nn.Module, loss_fn: Callable[[], Tensor], precision: str = "32-true") -> list[int]:
-    """The byte sizes of those storages."""
-    params = {p.untyped_storage().data_ptr() for p in module.parameters()}
-    seen: dict[int, int] = {}
-
-    def pack(t: Tensor) -> Tensor:
-        storage = t.untyped_storage()
-        if storage.data_ptr() not in params:
-            seen.setdefault(storage.data_ptr(), storage.nbytes())
-        return t
-
-    was_training = module.training
-    module.train()
+def step_timeline(task: nn.Module, batch: dict[str, Any], precision: str) -> list[int]:
+    """Live bytes after each op of a training step's forward, loss and backward, parameters and their gradients
+    excluded (the RNG, the task's mode and gradients, and the memories the step kept are left as they were)."""
+    lifetimes = _Lifetimes()
+    was_training = task.training
+    task.train()
     try:
-        with torch.random.fork_rng(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), \
-                autocast_for(precision):
-            loss = loss_fn()
-        del loss
+        with torch.random.fork_rng(), lifetimes:
+            with autocast_for(precision):
+                loss = training_loss(task, batch)
+            loss.backward()
+            del loss
+        return lifetimes.timeline([p.grad for p in task.parameters() if p.grad is not None])
     finally:
-        module.train(was_training)
-    return list(seen.values())
-
-
-def task_saved_bytes(task: nn.Module, batch: dict[str, Any], precision: str) -> int:
-    """``saved_bytes`` of a training step's loss."""
-    return sum(task_saved_storages(task, batch, precision))
-
-
-def task_saved_storages(task: nn.Module, batch: dict[str, Any], precision: str) -> list[int]:
-    """``saved_storages`` of a training step's loss; the memories the step kept are dropped again."""
-    try:
-        return saved_storages(task, lambda: training_loss(task, batch), precision)
-    finally:
+        task.train(was_training)
+        for param in task.parameters():
+            param.grad = None
         if isinstance(getattr(task, "_train_memory", None), list):
             task._train_memory = []
+
+
+def step_peak_bytes(task: nn.Module, batch: dict[str, Any], precision: str) -> int:
+    return max(step_timeline(task, batch, precision), default=0)
 
 
 def probe_rows(cfg: DictConfig, batch_size: int) -> tuple[int, int]:
     """The two probe batch sizes: an even number of rows of about PROBE_TOKENS tokens, then twice that (at most the
     real batch)."""
     data = cfg.get("data")
-    seq = int(_get(data, "tgt_len") or _get(data, "bptt") or _get(data, "seq_len") or 1)
+    seq = int(_get(data, "tgt_len") or _get(data, "bptt") or _get(data, "seq_len") or _get(data, "max_seq_len") or 1)
     small = max(1, min(batch_size, 2 * math.ceil(PROBE_TOKENS / seq / 2)))  # even: bi_data halves the rows
     return small, max(small, min(batch_size, 2 * small))
 
 
-def activation_bytes(cfg: DictConfig, task: nn.Module) -> tuple[int, int] | None:
-    """(all, largest) saved-for-backward bytes at ``data.batch_size`` (the micro-batch), or None when no batch can
-    be made. The largest one matters on its own: its backward holds two more tensors of its size (the gradients of
-    its output and of its input) while it is still alive."""
+def activation_bytes(cfg: DictConfig, task: nn.Module) -> int | None:
+    """Peak bytes a training step holds beyond parameters and gradients at ``data.batch_size`` (the micro-batch),
+    or None when no batch can be made."""
     data = cfg.get("data")
     batch_size = _get(data, "batch_size")
     if not isinstance(batch_size, int):
@@ -181,13 +232,14 @@ def activation_bytes(cfg: DictConfig, task: nn.Module) -> tuple[int, int] | None
     batch = synthetic_batch(cfg, task, small)
     if batch is None:
         return None
-    at_small = task_saved_storages(task, batch, precision)
-    at_small = (sum(at_small), max(at_small, default=0))
+    at_small = step_timeline(task, batch, precision)
     if large == small:
-        return at_small
-    at_large = task_saved_storages(task, synthetic_batch(cfg, task, large), precision)
-    at_large = (sum(at_large), max(at_large, default=0))
-    return tuple(int(a + (b - a) / (large - small) * (batch_size - small)) for a, b in zip(at_small, at_large))
+        return max(at_small, default=0)
+    at_large = step_timeline(task, synthetic_batch(cfg, task, large), precision)
+    scale = (batch_size - small) / (large - small)
+    if len(at_small) != len(at_large):  # another op sequence (an adaptive-softmax tail the small batch missed)
+        at_small, at_large = [max(at_small, default=0)], [max(at_large, default=0)]
+    return int(max(a + (b - a) * scale for a, b in zip(at_small, at_large)))
 
 
 def batch_bytes(cfg: DictConfig, task: nn.Module) -> int:
