@@ -91,7 +91,7 @@ def main() -> None:
             continue
         by_method.setdefault(name, []).append(r)
     head = ("| method (Table 3.4 row) | n | mini dev F1 | mini test F1 | mini test EM | selected step | runtime s | "
-            "seed dev F1 | seed test F1 | seed test EM |")
+            "thesis dev F1 | thesis test F1 | thesis test EM |")
     intro = ("Mini: the real-data mini on gensim's Wikipedia excerpt (rule-made questions, L = 178, U = 7,892 pairs, test 183, "
              "dev 300), mean ± std over seeds; dev F1 = valid/best_f1, the dev F1 of the checkpoint that is tested, chosen "
              "among the validations after D's first update (selected step = valid/best_step). "
