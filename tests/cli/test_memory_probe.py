@@ -82,3 +82,18 @@ def test_finetuning_tasks_probed_on_their_own_batch(compose_cfg, preset):
     batch = memory_probe.synthetic_batch(cfg, task, 6)
     direct = memory_probe.step_peak_bytes(task, batch, str(cfg.trainer.precision))
     assert direct > 0 and abs(memory_probe.activation_bytes(cfg, task) - direct) / direct < 0.03
+
+
+def test_probe_ids_fit_a_word_table_smaller_than_the_position_table():
+    """A tokenizer trained on a tiny dataset can give fewer words than positions: the probe's ids must index the
+    word table (a finetuning task's backbone has no ``vocab_size``), else a bad-data run dies in the probe."""
+    from genlab.models.bert import BertEmbeddings
+
+    class Finetune(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.backbone = torch.nn.Module()
+            self.backbone.embeddings = BertEmbeddings(vocab_size=32, d_model=8, max_position=128, type_vocab_size=2,
+                                                      dropout=0.0, eps=1e-12)
+
+    assert memory_probe._vocab_size(Finetune()) == 32

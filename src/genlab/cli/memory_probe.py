@@ -115,12 +115,17 @@ def _finetune_batch(data: DictConfig | None, task: nn.Module, rows: int, vocab: 
 
 
 def _vocab_size(task: nn.Module) -> int | None:
-    """The model's vocabulary: its ``vocab_size``, else the rows of its largest embedding table (the words')."""
+    """The model's vocabulary: its ``vocab_size``, else the rows of its word-embedding table (BERT/XLNet/Funnel name
+    it ``word_embedding(s)``), else of its largest table. Not simply the largest: a vocabulary trained on a small
+    dataset can be smaller than the position table."""
     model = getattr(task, "model", None)
     if isinstance(getattr(model, "vocab_size", None), int):
         return model.vocab_size
-    tables = [m.num_embeddings for m in task.modules() if isinstance(m, nn.Embedding)]
-    return max(tables) if tables else None
+    tables = {name: m.num_embeddings for name, m in task.named_modules() if isinstance(m, nn.Embedding)}
+    words = [rows for name, rows in tables.items() if name.rsplit(".", 1)[-1].startswith("word_embedding")]
+    if words:
+        return words[0]
+    return max(tables.values()) if tables else None
 
 
 def training_loss(task: nn.Module, batch: dict[str, Any]) -> Tensor:
