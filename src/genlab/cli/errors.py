@@ -79,6 +79,16 @@ def run_hydra_main(main: Callable[[], Any]) -> None:
                 print(f"error: {hint}", file=sys.stderr)
             sys.exit(USER_ERROR_EXIT)
         raise
+    finally:
+        _destroy_process_group()
+
+
+def _destroy_process_group() -> None:
+    """Tear down a torchrun rank's default process group before the interpreter exits: Lightning leaves it up, and a
+    gloo group left to the exit handlers can abort a finished rank ("terminate called without an active exception")."""
+    dist = sys.modules.get("torch.distributed")  # never imported: no group to tear down
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def unwritable_run_dir(argv: list[str]) -> str | None:
