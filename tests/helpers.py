@@ -61,7 +61,7 @@ def train_preset(name: str, compose_cfg, cache_dir, root,
     """Train experiment ``name`` with seed 0 exactly as composed (plus ``overrides``) and test its final weights (no
     checkpoint chosen on dev, no validation); prediction files go under ``root``. The test results of every split,
     merged."""
-    from genlab.cli.build import build_data, build_task
+    from genlab.assemble import build_data, build_task
 
     cfg = compose_cfg([f"experiment={name}", f"paths.cache_dir={cache_dir}", "seed=0", *overrides])
     pl.seed_everything(cfg.seed, workers=True, verbose=False)

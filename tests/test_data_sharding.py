@@ -21,6 +21,7 @@ import torch
 from launch_ranks import run_ranks
 from omegaconf import OmegaConf
 
+from genlab import assemble
 from genlab.cli import build
 
 pytestmark = pytest.mark.distributed
@@ -51,7 +52,7 @@ def fit_probe(cfg, keys: tuple[str, ...], steps: int, devices: int) -> dict[str,
     cfg.trainer.limit_val_batches, cfg.trainer.enable_progress_bar = 0, False
     if devices > 1:
         cfg.trainer.strategy = {"_target_": "pytorch_lightning.strategies.DDPStrategy"}
-    datamodule = build.build_data(cfg.data)
+    datamodule = assemble.build_data(cfg.data)
     probe = Probe(keys)
     trainer = build.build_trainer(cfg, [], [])
     trainer.fit(probe, datamodule=datamodule)
@@ -89,7 +90,7 @@ def root(tmp_path_factory):
 def test_finetune_ranks_see_disjoint_samples_whose_union_is_the_epoch(root):
     steps = 5  # 140 training sentences, batch 16 per rank: one epoch is 5 steps on 2 ranks
     ranks, cfg = launch(root, "finetune", ["experiment=bert_sst2_mini", "data.batch_size=16"], ("index",), steps)
-    n = len(build.build_data(cfg.data).splits["train"])
+    n = len(assemble.build_data(cfg.data).splits["train"])
     a, b = Counter(ranks[0]["index"]), Counter(ranks[1]["index"])
     assert n == 140 and sum(a.values()) == sum(b.values()) == 70
     assert not (set(a) & set(b)), "the two ranks trained on the same sentences"
@@ -102,7 +103,7 @@ def test_gan_image_ranks_see_disjoint_samples_whose_union_is_a_pass(root):
     # rank and step: one pass is 17 global batches.
     steps = 17
     ranks, cfg = launch(root, "gan", ["experiment=bad_gan_mnist_mini"], ("x_unl", "x_lab"), steps)
-    datamodule = build.build_data(cfg.data)
+    datamodule = assemble.build_data(cfg.data)
     assert len(datamodule.x_unl) == 2 * 100 * steps
     fingerprint = lambda x: Counter(row.numpy().tobytes().hex() for row in x.flatten(1))  # noqa: E731
     unl, lab = fingerprint(datamodule.x_unl), fingerprint(datamodule.x_lab)

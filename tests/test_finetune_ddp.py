@@ -21,6 +21,7 @@ from launch_ranks import run_ranks
 from omegaconf import OmegaConf
 from torch.utils.data import DataLoader, default_collate
 
+from genlab import assemble
 from genlab.cli import build
 
 pytestmark = pytest.mark.distributed
@@ -46,8 +47,8 @@ def fit(cfg, devices: int, batches: list[dict] | None = None) -> tuple[list[list
     if devices > 1:
         cfg.trainer.strategy = {"_target_": "pytorch_lightning.strategies.DDPStrategy"}
     pl.seed_everything(0, verbose=False)
-    datamodule = build.build_data(cfg.data)
-    task = build.build_task(cfg, datamodule)
+    datamodule = assemble.build_data(cfg.data)
+    task = assemble.build_task(cfg, datamodule)
     seen = Indices()
     trainer = build.build_trainer(cfg, [seen], [])
     if batches is None:
@@ -76,12 +77,12 @@ def test_finetune_ddp_equals_one_process_on_the_same_global_batches(tmp_path):
     assert all(len(r) == STEPS and all(len(s) == MICRO for s in r) for r in ranks)
     assert not set(sum(ranks[0], [])) & set(sum(ranks[1], [])), "the ranks must train on different sentences"
 
-    train = build.build_data(cfg.data).splits["train"]
+    train = assemble.build_data(cfg.data).splits["train"]
     batches = [default_collate([train[i] for i in a + b]) for a, b in zip(*ranks)]
     steps, single = fit(cfg, 1, batches)
     assert steps == [a + b for a, b in zip(*ranks)]
     ddp = torch.load(tmp_path / "ddp_weights.pt")
-    initial = build.build_task(cfg, build.build_data(cfg.data)).state_dict()
+    initial = assemble.build_task(cfg, assemble.build_data(cfg.data)).state_dict()
     assert any(not torch.equal(initial[k].double(), single[k]) for k in single if single[k].is_floating_point())
     for name, weight in single.items():
         torch.testing.assert_close(ddp[name], weight, rtol=1e-5, atol=1e-7, msg=name)

@@ -109,7 +109,7 @@ class TrainLosses(pl.Callback):
 
 
 def preset_losses(name: str, precision: str, steps: int, compose_cfg, tmp_path) -> list[float]:
-    from genlab.cli.build import build_data, build_task
+    from genlab.assemble import build_data, build_task
 
     cfg = compose_cfg([f"experiment={name}", f"paths.cache_dir={tmp_path / 'cache'}", "seed=0"])
     pl.seed_everything(0, workers=True, verbose=False)

@@ -22,6 +22,7 @@ import torch
 from launch_ranks import run_ranks
 from omegaconf import OmegaConf
 
+from genlab import assemble
 from genlab.cli import build
 from helpers import PreemptAfterBatches
 
@@ -60,8 +61,8 @@ def run(cfg, devices: int) -> tuple[list[float], dict]:
     cfg = OmegaConf.create(OmegaConf.to_container(cfg))
     cfg.trainer.devices = devices
     pl.seed_everything(0, verbose=False)
-    datamodule = build.build_data(cfg.data)
-    task = build.build_task(cfg, datamodule)
+    datamodule = assemble.build_data(cfg.data)
+    task = assemble.build_task(cfg, datamodule)
     log = LossLog()
     trainer = build.build_trainer(cfg, [log], [])
     accumulate = trainer.accumulate_grad_batches
@@ -89,7 +90,7 @@ def runs(tmp_path_factory, cache):
     root = tmp_path_factory.mktemp("pretrain_scaling")
     cfg = compose_config(TINY_PLM + EXACT + [f"data.cache_dir={cache}"], root)
     cfg = OmegaConf.create(build.config_to_dict(cfg))  # resolved: the workers need no Hydra
-    build.build_data(cfg.data).prepare_data()  # corpus and tokenizer once, before the ranks read them
+    assemble.build_data(cfg.data).prepare_data()  # corpus and tokenizer once, before the ranks read them
     cfg_file = root / "cfg.yaml"
     OmegaConf.save(cfg, cfg_file)
     run_ranks(__file__, ["worker", str(root), str(cfg_file), "{rank}"], 2)
@@ -111,8 +112,8 @@ def test_plm_with_memory_one_process_accumulating_2_equals_2_processes(runs):
 # -------------------------------------------------------------------------------------------- mid-cycle resume
 def _fit(cfg, callbacks, ckpt_path=None):
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
-    datamodule = build.build_data(cfg.data)
-    task = build.build_task(cfg, datamodule)
+    datamodule = assemble.build_data(cfg.data)
+    task = assemble.build_task(cfg, datamodule)
     log = LossLog()  # train.py's callbacks: RNGStateCallback restores dropout's generator on resume
     trainer = build.build_trainer(cfg, [*build.build_callbacks(cfg), log, *callbacks], [])
     trainer.fit(task, datamodule=datamodule, ckpt_path=ckpt_path)

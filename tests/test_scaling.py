@@ -23,6 +23,7 @@ import torch
 from launch_ranks import run_ranks
 from omegaconf import OmegaConf
 
+from genlab import assemble
 from genlab.cli import build
 from genlab.data.lm.streams import StreamSegments, split_streams
 
@@ -60,8 +61,8 @@ def run(cfg, devices: int) -> tuple[list[float], dict]:
     cfg = OmegaConf.create(OmegaConf.to_container(cfg))
     cfg.trainer.devices = devices
     pl.seed_everything(0, verbose=False)
-    datamodule = build.build_data(cfg.data)
-    task = build.build_task(cfg, datamodule)
+    datamodule = assemble.build_data(cfg.data)
+    task = assemble.build_task(cfg, datamodule)
     log = LossLog()
     trainer = build.build_trainer(cfg, [log], [])
     assert trainer.accumulate_grad_batches == cfg.trainer.accumulate_grad_batches == 2 * MICRO // (MICRO * devices)
@@ -123,7 +124,7 @@ def runs(tmp_path_factory):
     cfg = OmegaConf.create(build.config_to_dict(cfg))  # resolved: the workers need no Hydra
     cfg_file = root / "cfg.yaml"
     OmegaConf.save(cfg, cfg_file)
-    tokens = build.build_data(cfg.data).corpus.splits["train"]
+    tokens = assemble.build_data(cfg.data).corpus.splits["train"]
     torch.save(torch.from_numpy(tokens.copy()), root / "tokens.pt")
     two = launch(root, cfg_file)
     single, weights = run(cfg, 1)

@@ -42,8 +42,8 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, open_dict
 
+from genlab.assemble import build_task
 from genlab.callbacks.throughput import peak_flops
-from genlab.cli.build import build_task
 from genlab.parallel import find_blocks, parallelize
 
 CONF = Path(__file__).resolve().parents[2] / "conf"

@@ -32,7 +32,8 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, open_dict
 
-from genlab.cli import build, memory, memory_probe
+from genlab import assemble
+from genlab.cli import memory, memory_probe
 from genlab.cli.host_memory import apply_host_memory_setting
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
@@ -56,12 +57,12 @@ def compose_preset(name: str, overrides: list[str], out: Path) -> DictConfig:
 def model_sizes(cfg: DictConfig) -> dict:
     """What train.py builds the model with: the config's sizes, or the (mini) data's when only it knows them."""
     sizes = memory.sizes_before_data(cfg)
-    return sizes if sizes is not None else build.data_sizes(build.build_data(cfg.data))
+    return sizes if sizes is not None else assemble.data_sizes(assemble.build_data(cfg.data))
 
 
 def build_task(cfg: DictConfig):
     torch.manual_seed(0)
-    return build.build_task(cfg, sizes=model_sizes(cfg))
+    return assemble.build_task(cfg, sizes=model_sizes(cfg))
 
 
 def measure(cfg: DictConfig, steps: int) -> int:
@@ -91,7 +92,7 @@ def table_row(cfg: DictConfig, name: str, overrides: list[str], tmp: Path) -> st
     parameters counted on the meta device, activations extrapolated from 1 and 2 layers (layers are identical;
     Funnel: layers per block, when the blocks are equal; AWD-LSTM whole). GPU: less the CPU process's baseline."""
     with torch.device("meta"):
-        params = sum(p.numel() for p in build.build_task(cfg, sizes=model_sizes(cfg)).parameters())
+        params = sum(p.numel() for p in assemble.build_task(cfg, sizes=model_sizes(cfg)).parameters())
     depth, key = cfg.model.get("n_layer"), "model.n_layer={}"
     blocks = cfg.model.get("block_sizes")
     if blocks is not None and len(set(blocks)) == 1:  # Funnel with equal blocks: extrapolate layers per block

@@ -70,13 +70,13 @@ def txl_mini_training_throughput(steps: int) -> tuple[float, int]:
 
     from hydra import compose, initialize_config_dir
 
-    from genlab.cli import build
+    from genlab import assemble
 
     conf = Path(__file__).resolve().parents[2] / "conf"
     with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
         cfg = compose("train", overrides=["experiment=txl_mini", "paths.output_dir=/tmp/genlab-perf"])
-    datamodule = build.build_data(cfg.data)
-    task = build.build_task(cfg, datamodule)
+    datamodule = assemble.build_data(cfg.data)
+    task = assemble.build_task(cfg, datamodule)
     optimizer = task.configure_optimizers()["optimizer"]
     batches, memory, tokens, start = iter(datamodule.train_dataloader()), None, 0, 0.0
     for step in range(steps + 3):

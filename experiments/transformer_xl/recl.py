@@ -35,9 +35,9 @@ def parse_model(text: str) -> tuple[str, Path, int | None]:
 
 def run_corpus(run):
     """The tokenised corpus (vocabulary and splits) a language-modelling run trained on."""
-    from genlab.cli import build
+    from genlab import assemble
 
-    dm = build.build_data(run.config.data)
+    dm = assemble.build_data(run.config.data)
     dm.prepare_data()
     dm.setup("test")
     if not hasattr(dm, "corpus"):

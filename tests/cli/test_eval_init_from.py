@@ -48,7 +48,7 @@ def hf_predictions(folder: Path, split) -> np.ndarray:
 
 
 def test_eval_py_reproduces_a_finetuned_hf_classifier(tmp_path):
-    from genlab.cli.build import build_data
+    from genlab.assemble import build_data
     from helpers import compose_config
 
     folder = finetuned_bert(tmp_path / "tiny-bert-sst2")

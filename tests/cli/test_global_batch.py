@@ -11,6 +11,7 @@ import sys
 import pytest
 import torch
 
+from genlab import assemble
 from genlab.cli import build
 from genlab.errors import ConfigError
 from genlab.parallel import check_strategy_device, world_size
@@ -65,7 +66,7 @@ def test_global_batch_needs_a_micro_batch(compose_cfg):
 
 def test_derived_accumulation_reaches_the_trainer_and_is_logged_and_recorded(compose_cfg, caplog):
     cfg = _cfg(compose_cfg, "+data.global_batch=8", "trainer.devices=1")
-    datamodule = build.build_data(cfg.data)  # global_batch is the CLI's key: the DataModule never sees it
+    datamodule = assemble.build_data(cfg.data)  # global_batch is the CLI's key: the DataModule never sees it
     assert datamodule.batch_size == 4
     with caplog.at_level(logging.INFO, logger="genlab"):
         trainer = build.build_trainer(cfg, [], [])
@@ -161,7 +162,7 @@ def test_chunks_interleave_segment_by_segment_and_cover_the_global_streams():
 
 def test_lm_datamodule_learns_the_accumulation_from_the_trainer_and_resumes_by_item(compose_cfg):
     cfg = _cfg(compose_cfg, "+data.global_batch=8", "trainer.devices=1")
-    datamodule = build.build_data(cfg.data)
+    datamodule = assemble.build_data(cfg.data)
     trainer = build.build_trainer(cfg, [], [])
     datamodule.trainer = trainer
     batches = list(datamodule.train_dataloader())

@@ -8,6 +8,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
+from genlab import assemble
 from genlab.cli import memory_probe
 from genlab.models.transformer_xl import TransformerXL
 from genlab.tasks.lm import LanguageModelTask
@@ -74,11 +75,10 @@ def test_adaptive_softmax_tails_counted_for_their_tokens_only():
 def test_finetuning_tasks_probed_on_their_own_batch(compose_cfg, preset):
     """Regression, multiple choice ([B, choices, T]) and span extraction: the peak extrapolated from two probe
     batches equals that of the real batch (linear in rows), so the guard no longer falls back to a formula."""
-    from genlab.cli import build
 
     cfg = compose_cfg([f"experiment={preset}", "data.batch_size=6", "data.max_seq_len=24"])
     torch.manual_seed(0)
-    task = build.build_task(cfg, sizes={"vocab_size": 300})
+    task = assemble.build_task(cfg, sizes={"vocab_size": 300})
     batch = memory_probe.synthetic_batch(cfg, task, 6)
     direct = memory_probe.step_peak_bytes(task, batch, str(cfg.trainer.precision))
     assert direct > 0 and abs(memory_probe.activation_bytes(cfg, task) - direct) / direct < 0.03

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from genlab.cli.build import build_data
+from genlab.assemble import build_data
 from genlab.cli.train import train
 from genlab.metrics.squad_eval import evaluate_v1
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from genlab.cli.build import build_data, build_task
+from genlab.assemble import build_data, build_task
 from genlab.data.finetune.gpt_transforms import SpecialTokens
 
 transformers = pytest.importorskip("transformers")

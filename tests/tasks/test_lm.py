@@ -8,6 +8,7 @@ import pytest
 import pytorch_lightning as pl
 import torch
 
+from genlab import assemble
 from genlab.callbacks.run_record import RunRecord
 from genlab.cli import build
 from helpers import TINY_TXL as TINY
@@ -35,8 +36,8 @@ class RecordLosses(pl.Callback):
 
 def fit(cfg, extra_callbacks, ckpt_path=None):
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
-    datamodule = build.build_data(cfg.data)
-    task = build.build_task(cfg, datamodule)
+    datamodule = assemble.build_data(cfg.data)
+    task = assemble.build_task(cfg, datamodule)
     callbacks = build.build_callbacks(cfg) + [RunRecord(build.config_to_dict(cfg), datamodule.identity())]
     trainer = build.build_trainer(cfg, callbacks + extra_callbacks, [])
     trainer.fit(task, datamodule=datamodule, ckpt_path=ckpt_path)
@@ -69,8 +70,8 @@ def test_resume_is_bit_exact(compose_cfg, tmp_path):
 
 def test_memory_carries_across_batches_and_resets_each_pass(compose_cfg):
     cfg = compose_cfg(TINY)
-    datamodule = build.build_data(cfg.data)
-    task = build.build_task(cfg, datamodule)
+    datamodule = assemble.build_data(cfg.data)
+    task = assemble.build_task(cfg, datamodule)
     task.model.eval()
     loader = datamodule.train_dataloader()
     batches = iter(loader)
@@ -90,8 +91,8 @@ def test_memory_carries_across_batches_and_resets_each_pass(compose_cfg):
 def test_perplexity_is_over_the_whole_stream(compose_cfg):
     """ppl = exp(sum of token NLLs / number of tokens), the short last segment weighted by its tokens."""
     cfg = compose_cfg(TINY + ["data.eval_tgt_len=7", "data.eval_batch_size=64"])
-    datamodule = build.build_data(cfg.data)
-    task = build.build_task(cfg, datamodule)
+    datamodule = assemble.build_data(cfg.data)
+    task = assemble.build_task(cfg, datamodule)
     trainer = pl.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_checkpointing=False,
                          use_distributed_sampler=False)
     result = trainer.validate(task, datamodule=datamodule, verbose=False)[0]

@@ -6,7 +6,7 @@ import pytest
 import pytorch_lightning as pl
 import torch
 
-from genlab.cli import build
+from genlab import assemble
 from helpers import TINY_TXL as TINY
 
 pytestmark = pytest.mark.distributed
@@ -14,8 +14,8 @@ pytestmark = pytest.mark.distributed
 
 def fit_weights(cfg, devices: int, strategy) -> dict[str, torch.Tensor]:
     pl.seed_everything(0, verbose=False)
-    datamodule = build.build_data(cfg.data)
-    task = build.build_task(cfg, datamodule)
+    datamodule = assemble.build_data(cfg.data)
+    task = assemble.build_task(cfg, datamodule)
     trainer = pl.Trainer(accelerator="cpu", devices=devices, strategy=strategy, max_steps=3, logger=False,
                          enable_checkpointing=False, enable_progress_bar=False, use_distributed_sampler=False,
                          limit_val_batches=0, num_sanity_val_steps=0, enable_model_summary=False)

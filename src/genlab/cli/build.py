@@ -15,7 +15,6 @@ from pytorch_lightning.callbacks import LearningRateMonitor, ModelSummary, Progr
 
 # Data, model and task are built below the CLI (runs.Run.load_task rebuilds them too); the entry points and the
 # scripts reach the whole build sequence through this module.
-from genlab.assemble import build_data, build_task, data_sizes, has_test  # noqa: F401
 from genlab.callbacks.epoch_resume import ResumeAtEpochBoundary
 from genlab.errors import CheckpointError, ConfigError
 from genlab.parallel import accumulation_steps, check_strategy_device, check_trainer_precision, world_size

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from genlab import checkpoints
+from genlab import assemble, checkpoints
 from genlab.callbacks.wandb import join_training_group, log_summary, run_dir_of_checkpoint
 from genlab.cli import build, run_dir
 from genlab.cli.errors import find_user_error, guarded, in_multirun
@@ -70,10 +70,10 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     elif overrides:
         raise ConfigError(f"eval.* overrides {sorted(overrides)} are not supported by task {run.task._target_}.")
 
-    datamodule = build.build_data(run.data)
+    datamodule = assemble.build_data(run.data)
     if hasattr(datamodule, "identity"):
         checkpoints.check_data_identity(record["data_identity"], datamodule.identity(), cfg.ckpt_path)
-    task = build.build_task(run, datamodule)
+    task = assemble.build_task(run, datamodule)
     log.info("evaluating %s on %s (%s evaluation)", cfg.ckpt_path, ", ".join(cfg.splits), cfg.get("mode", "standard"))
     join_training_group(cfg, cfg.ckpt_path)  # logger=wandb: the evaluation shows up in its training run's group
     if cfg.get("mode", "standard") == "dynamic":
@@ -189,15 +189,15 @@ def evaluate_init_from(cfg: DictConfig) -> dict[str, float]:
                           "genlab .ckpt>: set it, or pass ckpt_path=<a train.py checkpoint> to evaluate a trained run.")
     out = Path(cfg.paths.output_dir)
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
-    datamodule = build.build_data(cfg.data)
-    task = build.build_task(cfg, datamodule)
+    datamodule = assemble.build_data(cfg.data)
+    task = assemble.build_task(cfg, datamodule)
     with open_dict(cfg):  # nothing is trained: no checkpoints, LR or throughput monitors
         cfg.callbacks = {"progress": cfg.callbacks.get("progress")}
     trainer = build.build_trainer(cfg, build.build_callbacks(cfg), build.build_loggers(cfg))
     write_run_metadata(cfg, out)
     log.info("evaluating %s with task.init_from=%s (no training)", cfg.name, init_from)
     results: dict[str, float] = {}
-    for run in (trainer.validate, trainer.test) if build.has_test(datamodule) else (trainer.validate,):
+    for run in (trainer.validate, trainer.test) if assemble.has_test(datamodule) else (trainer.validate,):
         for per_loader in run(task, datamodule=datamodule, verbose=False):
             results.update({k: float(v) for k, v in per_loader.items()})
     log_summary(results)

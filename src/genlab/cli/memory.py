@@ -101,7 +101,7 @@ def estimate(cfg: DictConfig, task: torch.nn.Module, on_cpu: bool = True) -> Mem
 
 
 def sizes_before_data(cfg: DictConfig) -> dict[str, Any] | None:
-    """The model sizes the data would give (``build.data_sizes``), from the config alone; None when only the data
+    """The model sizes the data would give (``genlab.assemble.data_sizes``), from the config alone; None when only the data
     knows them."""
     from genlab.cli.build import data_class
 

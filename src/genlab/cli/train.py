@@ -12,7 +12,7 @@ from pathlib import Path
 import pytorch_lightning as pl
 from omegaconf import DictConfig, OmegaConf
 
-from genlab import checkpoints
+from genlab import assemble, checkpoints
 from genlab.callbacks.interrupt import TrainingInterrupted
 from genlab.callbacks.run_record import RunRecord
 from genlab.cli import build, run_dir
@@ -45,9 +45,9 @@ def train(cfg: DictConfig, on_fit: Callable[[], None] = lambda: None) -> float:
             log.warning("removed %s, left by a write that a kill interrupted", tmp)
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     sizes = check_memory_before_data(cfg)
-    datamodule = build.build_data(cfg.data)
-    task = build.build_task(cfg, datamodule)
-    if sizes != build.data_sizes(datamodule):  # the data changed the model (or only it could tell its size)
+    datamodule = assemble.build_data(cfg.data)
+    task = assemble.build_task(cfg, datamodule)
+    if sizes != assemble.data_sizes(datamodule):  # the data changed the model (or only it could tell its size)
         check_memory(cfg, task)
     _check_full_pass_monitor(cfg, task)
     identity = datamodule.identity() if hasattr(datamodule, "identity") else {}
@@ -72,7 +72,7 @@ def train(cfg: DictConfig, on_fit: Callable[[], None] = lambda: None) -> float:
     _fit(cfg, trainer, task, datamodule, ckpt)
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
     best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
-    if cfg.get("test_after_fit") and not trainer.fast_dev_run and build.has_test(datamodule):
+    if cfg.get("test_after_fit") and not trainer.fast_dev_run and assemble.has_test(datamodule):
         results = trainer.test(task, datamodule=datamodule, ckpt_path=best or None, verbose=False, weights_only=True)
         for per_loader in results:  # one dict per test dataloader (e.g. MNLI matched + mismatched)
             metrics.update({k: float(v) for k, v in per_loader.items()})
@@ -91,7 +91,7 @@ def check_memory_before_data(cfg: DictConfig) -> dict | None:
     sizes = sizes_before_data(cfg)
     if sizes is not None:
         with torch.random.fork_rng():
-            check_memory(cfg, build.build_task(cfg, sizes=sizes))
+            check_memory(cfg, assemble.build_task(cfg, sizes=sizes))
     return sizes
 
 

@@ -21,7 +21,7 @@ def _rows(x: torch.Tensor) -> set[bytes]:
 def test_bad_gan_minis_validate_on_held_out_training_images(preset, compose_cfg, tmp_path):
     cfg = compose_cfg([f"experiment={preset}", f"paths.cache_dir={tmp_path}"])
     assert cfg.data.n_valid > 0
-    from genlab.cli.build import build_data
+    from genlab.assemble import build_data
 
     dm = build_data(cfg.data)
     dm.prepare_data()
