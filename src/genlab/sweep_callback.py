@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from genlab.cli.errors import USER_ERROR_EXIT
 from genlab.errors import ConfigError
+from genlab.report.plot import plot_run_curves_safely
 from genlab.runs import METRICS_FILE, global_rank, read_json, write_final_metrics
 
 log = logging.getLogger("genlab")
@@ -53,16 +54,6 @@ def _sweep_dir(config: DictConfig, output_dir: Path) -> Path:
     return output_dir.parent
 
 
-def _plot_curves(run_dir: Path) -> None:
-    """curves.png beside the CSV log: loss, learning rate and throughput, for a look without W&B."""
-    from genlab.report.plot import plot_run_curves
-
-    try:
-        plot_run_curves(run_dir)
-    except Exception as e:  # a plot must never fail a run
-        log.warning("could not plot the curves of %s: %s", run_dir, e)
-
-
 class SweepSummary(Callback):
     def __init__(self) -> None:
         self.sweep_dir: str | None = None  # as the trials saw it (re-resolving ${now:} later could differ)
@@ -80,7 +71,7 @@ class SweepSummary(Callback):
         from genlab.callbacks.wandb import finish_wandb
 
         finish_wandb(exit_code=1 if (failure or status == "failed") else 0)
-        _plot_curves(out)
+        plot_run_curves_safely(out, only_if_stale=True)  # trials that died before train.py's summary
         if str(hc.mode).endswith("MULTIRUN"):
             self.sweep_dir = str(_sweep_dir(config, out))
             self._write(self.sweep_dir)

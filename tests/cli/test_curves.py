@@ -3,7 +3,15 @@
 
 from __future__ import annotations
 
-from genlab.report.plot import curve_panels, plot_run_curves, read_run_series, shown_values
+import os
+
+from genlab.report.plot import (
+    curve_panels,
+    plot_run_curves,
+    plot_run_curves_safely,
+    read_run_series,
+    shown_values,
+)
 
 
 def _write_csv(path, header, rows):
@@ -40,3 +48,21 @@ def test_every_validation_point_across_resumed_logs_and_mfu_capped(tmp_path):
 def test_mfu_is_never_shown_above_one():
     assert max(shown_values("MFU (model FLOPs utilisation)", [0.2, 3.0])) == 1.0
     assert shown_values("loss", [3.0]) == [3.0]
+
+
+def test_hydra_callback_redraws_only_a_stale_plot(tmp_path):
+    """train.py's summary draws curves.png; the Hydra callback then skips it unless a log is newer (a trial that
+    died before the summary, or one resumed since), and a plot that cannot be drawn never raises."""
+    log = tmp_path / "csv" / "metrics.csv"
+    _write_csv(log, ["epoch", "step", "train/loss"], [[0, s, 1.0 / s] for s in range(1, 5)])
+    png = tmp_path / "curves.png"
+    png.write_bytes(b"drawn by the summary")
+    os.utime(log, ns=(1_000, 1_000))
+    plot_run_curves_safely(tmp_path, only_if_stale=True)
+    assert png.read_bytes() == b"drawn by the summary"
+    os.utime(png, ns=(500, 500))  # the log moved on since
+    plot_run_curves_safely(tmp_path, only_if_stale=True)
+    assert png.read_bytes().startswith(b"\x89PNG")
+    (tmp_path / "csv" / "version_1").mkdir()
+    (tmp_path / "csv" / "version_1" / "metrics.csv").write_text("step,train/loss\n1,oops,2\n")
+    plot_run_curves_safely(tmp_path)  # a malformed row: skipped or warned, never raised

@@ -4,11 +4,11 @@ that is not there."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from pathlib import Path
 
-log = logging.getLogger("genlab")
+from genlab.report.plot import plot_run_curves_safely
+
 SUMMARY_FILE = "summary.txt"
 # What a new user needs to know about the usual entries of a run dir; anything else is listed by name.
 DESCRIPTIONS = {
@@ -29,16 +29,6 @@ DESCRIPTIONS = {
 }
 HIDDEN = {"wandb_id"}  # and dot files: .hydra, the run lock, temporary files
 MAX_LISTED = 4  # files named inside a folder before "... and N more"
-
-
-def plot_curves(out: Path) -> None:
-    """curves.png now, so the summary can name it (a plot never fails a run)."""
-    from genlab.report.plot import plot_run_curves
-
-    try:
-        plot_run_curves(out)
-    except Exception as err:  # noqa: BLE001
-        log.warning("could not plot the curves of %s: %s", out, err)
 
 
 def _checkpoints(folder: Path, best: str | None) -> str:
@@ -89,7 +79,7 @@ def print_summary(title: str, metrics: Mapping[str, float], out: str | Path, bes
     """Plot the curves (``plot``), print the summary and keep it as ``summary.txt`` in the run dir."""
     out = Path(out)
     if plot:
-        plot_curves(out)
+        plot_run_curves_safely(out)  # now, so the summary can name curves.png
     text = format_summary(title, metrics, out, best, prefixes)
     (out / SUMMARY_FILE).write_text(text + "\n")
     print("\n" + text, flush=True)

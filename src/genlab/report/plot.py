@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from pathlib import Path
 
 from genlab.report.table import Table, _sort_key
+
+log = logging.getLogger("genlab")
 
 
 def _numeric(values: list[tuple[str, ...]]) -> bool:
@@ -150,3 +153,18 @@ def plot_run_curves(run_dir: str | Path, out: str | Path | None = None) -> Path 
     fig.savefig(out, dpi=120)
     plt.close(fig)
     return out
+
+
+def plot_run_curves_safely(run_dir: str | Path, only_if_stale: bool = False) -> None:
+    """curves.png of a finished run; a plot never fails a run. ``only_if_stale``: skip when curves.png is already
+    newer than every CSV log (train.py's summary drew it moments ago; the Hydra callback would draw it again)."""
+    run_dir = Path(run_dir)
+    png = run_dir / "curves.png"
+    if only_if_stale and png.exists():
+        logs = list(run_dir.glob("csv/**/metrics.csv"))
+        if all(p.stat().st_mtime_ns <= png.stat().st_mtime_ns for p in logs):
+            return
+    try:
+        plot_run_curves(run_dir)
+    except Exception as err:  # noqa: BLE001
+        log.warning("could not plot the curves of %s: %s", run_dir, err)
