@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import re
 import subprocess
@@ -373,6 +374,7 @@ def test_funnel_mini_table_and_baseline(tmp_path):
     out = run(["experiments/funnel/mlm_baseline.py", "experiment=funnel_wiki_b1_1_1_mlm_mini", "--train-batches",
                "5"]).stdout
     assert "most frequent training target" in out and "held-out majority share" in out
+    assert 0 < float(re.search(r"unigram held-out loss .*: ([0-9.]+) nats", out).group(1)) < math.log(8000) + 1
 
 
 # the GDAN test's tiny model on the synthetic SQuAD mini (tests/cli/test_gdan_cli.py): seconds per run

@@ -1,7 +1,7 @@
-"""Table of the CPU mini runs written by experiments/funnel/run_minis.sh: per run and per preset (mean ± sample std
+"""Table of the CPU mini and midi runs written by experiments/funnel/run_minis.sh: per run and per preset (mean ± sample std
 over seeds) the held-out MLM loss and masked-token accuracy at each validation step and after training (test/*,
 the best checkpoint by valid/loss), training tokens/s (mean of the logged 20-step windows) and wall time, plus the
-paired tokens/s ratio of the two models of each seed (run back to back, so they saw about the same machine load,
+paired tokens/s ratio and test-loss gap of the two models of each seed and size (run back to back, so they saw about the same machine load,
 logged as /proc/loadavg in runs.log).
 
     python experiments/funnel/mini_table.py /tmp/funnel_runs > experiments/funnel/mini_table.md
@@ -18,7 +18,7 @@ from collections import defaultdict
 from datetime import datetime
 from pathlib import Path
 
-PAIR = ("funnel_wiki_b3_3_3_mlm_mini", "funnel_wiki_l7_mlm_mini")
+PAIRS = [(f"funnel_wiki_b3_3_3_mlm_{size}", f"funnel_wiki_l7_mlm_{size}") for size in ("mini", "midi")]
 
 
 def _mean_std(values: list[float | None], digits: int = 3) -> str:
@@ -90,15 +90,16 @@ def main(root: Path) -> None:
         print(f"| {exp} | {sorted(r['seed'] for r in rs)} | " + " | ".join(cells)
               + f" | {_mean_std([r['test_loss'] for r in rs])} | {_mean_std([r['test_acc'] for r in rs])} | "
               f"{_mean_std([r['tokens_per_s'] for r in rs], 0)} | {_mean_std([r['wall_s'] for r in rs], 0)} |")
-    funnel = {r["seed"]: r for r in by_exp.get(PAIR[0], [])}
-    base = {r["seed"]: r for r in by_exp.get(PAIR[1], [])}
-    paired = sorted(set(funnel) & set(base))
-    if paired:
-        ratios = [funnel[s]["tokens_per_s"] / base[s]["tokens_per_s"] for s in paired]
-        gaps = [funnel[s]["test_loss"] - base[s]["test_loss"] for s in paired
-                if funnel[s]["test_loss"] is not None and base[s]["test_loss"] is not None]
-        print(f"\npaired over seeds {paired}: tokens/s {PAIR[0]} / {PAIR[1]} = {_mean_std(ratios)}; "
-              f"test loss difference (funnel - baseline) = {_mean_std(gaps)}")
+    for pair in PAIRS:
+        funnel = {r["seed"]: r for r in by_exp.get(pair[0], [])}
+        base = {r["seed"]: r for r in by_exp.get(pair[1], [])}
+        paired = sorted(set(funnel) & set(base))
+        if paired:
+            ratios = [funnel[s]["tokens_per_s"] / base[s]["tokens_per_s"] for s in paired]
+            gaps = [funnel[s]["test_loss"] - base[s]["test_loss"] for s in paired
+                    if funnel[s]["test_loss"] is not None and base[s]["test_loss"] is not None]
+            print(f"\npaired over seeds {paired}: tokens/s {pair[0]} / {pair[1]} = {_mean_std(ratios)}; "
+                  f"test loss difference (funnel - baseline) = {_mean_std(gaps)}")
 
 
 if __name__ == "__main__":

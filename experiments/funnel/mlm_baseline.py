@@ -3,7 +3,9 @@
 Builds the preset's data exactly as ``train.py`` does and counts the MLM targets: the token most often masked in
 ``--train-batches`` training batches is the constant prediction; its accuracy on the held-out targets (the split
 ``train.py`` tests on, first pass) is the baseline the masked-token accuracy ``test/mlm_acc`` must beat 1.7x.
-Also prints the held-out split's own most frequent target share (an upper bound for any constant prediction).
+Also prints the held-out split's own most frequent target share (an upper bound for any constant prediction) and
+the held-out loss of the training targets' unigram distribution (add-one smoothed over the vocabulary): the loss of
+a model that has learnt target frequencies but no context, the plateau an MLM run first settles on.
 
     python experiments/funnel/mlm_baseline.py experiment=funnel_wiki_b1_1_1_mlm_mini
 """
@@ -11,6 +13,7 @@ Also prints the held-out split's own most frequent target share (an upper bound 
 from __future__ import annotations
 
 import argparse
+import math
 from collections import Counter
 from pathlib import Path
 
@@ -33,6 +36,13 @@ def target_counts(batches, limit: int | None = None) -> Counter:
     return counts
 
 
+def unigram_loss(train_counts: Counter, held_out: Counter, vocab_size: int) -> float:
+    """Mean held-out cross-entropy (nats) of the add-one smoothed training unigram distribution."""
+    denominator = sum(train_counts.values()) + vocab_size
+    total = sum(held_out.values())
+    return -sum(n * math.log((train_counts[t] + 1) / denominator) for t, n in held_out.items()) / total
+
+
 def main(overrides: list[str], train_batches: int = 300) -> dict[str, float]:
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose(config_name="train", overrides=overrides)
@@ -49,12 +59,14 @@ def main(overrides: list[str], train_batches: int = 300) -> dict[str, float]:
         "constant_token": constant,
         "constant_accuracy": held_out[constant] / total,
         "held_out_majority_share": held_out.most_common(1)[0][1] / total,
+        "unigram_loss": unigram_loss(train_counts, held_out, cfg.data.vocab_size),
     }
     tok = dm.corpus.tokenizer
     piece = tok.pieces[constant] if hasattr(tok, "pieces") else str(constant)
     print(f"most frequent training target: id {constant} ({piece!r}) over {sum(train_counts.values())} targets")
     print(f"held-out targets: {total}; its accuracy there: {out['constant_accuracy']:.4f}; "
           f"held-out majority share: {out['held_out_majority_share']:.4f}")
+    print(f"unigram held-out loss (training target frequencies, add-one): {out['unigram_loss']:.3f} nats")
     return out
 
 
