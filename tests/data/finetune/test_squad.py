@@ -90,8 +90,8 @@ def test_answer_text_not_matching_offset_warns_counts_and_continues(dm, caplog):
 
 
 def test_malformed_json_is_a_data_error(tmp_path):
-    (tmp_path / "dev.json").write_text("{not json")
-    with pytest.raises(DataError, match="not a SQuAD JSON"):
+    (tmp_path / "dev.json").write_text('{"data": [{"paragraphs": []}, {not json')
+    with pytest.raises(DataError, match=r"dev.json is not valid JSON .* at byte offset 31"):
         read_squad(tmp_path / "dev.json")
     with pytest.raises(DataError, match="does not exist"):
         read_squad(tmp_path / "missing.json")
@@ -175,7 +175,7 @@ def test_unusable_training_answers_warn_count_and_continue(dm, caplog):
 def test_squad_json_missing_fields_names_the_file_and_article(tmp_path):
     path = tmp_path / "train-v2.0.json"
     path.write_text(json.dumps({"data": [{"title": "Rome", "paragraphs": [{"qas": [{"id": "q", "question": "?"}]}]}]}))
-    with pytest.raises(DataError, match=r"train-v2.0.json: article 0 \(Rome\) lacks 'context'"):
+    with pytest.raises(DataError, match=r"train-v2.0.json: article 0 \(Rome, byte offset 10\) lacks 'context'"):
         read_squad(path)
 
 

@@ -25,8 +25,8 @@ and the training question skipped, as the official preprocessing does.
 
 from __future__ import annotations
 
-import json
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,6 +48,7 @@ from genlab.data.finetune.squad_align import (
 )
 from genlab.data.finetune.tokenizer_cache import piece_model
 from genlab.data.sources.tiers import DatasetSpec, locate
+from genlab.data.text.json_stream import iter_json_array
 from genlab.data.text.progress import text_bytes, tracked
 from genlab.data.tokenizers.from_checkpoint import load_tokenizer, special_ids
 from genlab.data.tokenizers.wordpiece import WordPieceTokenizer
@@ -67,27 +68,38 @@ class SquadExample:
     is_impossible: bool
 
 
-def read_squad(path: Path) -> tuple[list[dict], list[SquadExample]]:
-    """(the JSON's ``data`` list for evaluation, flat examples)."""
+def squad_articles(path: Path, buffer_bytes: int | None = None) -> Iterator[tuple[dict, list[SquadExample]]]:
+    """(article, its flat examples) for each article of a SQuAD JSON file, streamed: memory holds one article,
+    not the file (``genlab.data.text.json_stream``)."""
     path = Path(path)
     if not path.is_file():
         raise DataError(f"SQuAD file {path} does not exist; data.path must hold train-v{{1.1,2.0}}.json and dev-*.json.")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))["data"]
-    except (json.JSONDecodeError, KeyError, UnicodeDecodeError) as err:
-        raise DataError(f"{path} is not a SQuAD JSON file (data[].paragraphs[].qas[]): {err}") from err
-    out = []
-    for a, article in enumerate(data):
+    for a, (offset, article) in enumerate(iter_json_array(path, "data", buffer_bytes)):
+        out = []
         try:
             for para in article["paragraphs"]:
                 for qa in para["qas"]:
                     impossible = bool(qa.get("is_impossible", False))
                     out.append(SquadExample(qa["id"], qa["question"], para["context"],
                                             [] if impossible else list(qa.get("answers", [])), impossible))
-        except (KeyError, TypeError) as err:
-            raise DataError(f"{path}: article {a} ({article.get('title', '?') if isinstance(article, dict) else '?'})"
-                            f" lacks {err} -- every paragraph needs 'context' and 'qas', every question 'id' and "
-                            "'question'. Fix the file or use the official one.") from err
+        except (KeyError, TypeError, AttributeError) as err:
+            title = article.get("title", "?") if isinstance(article, dict) else "?"
+            raise DataError(f"{path}: article {a} ({title}, byte offset {offset}) lacks {err} -- every paragraph "
+                            "needs 'context' and 'qas', every question 'id' and 'question'. Fix the file or use the "
+                            "official one.") from err
+        yield article, out
+
+
+def read_squad(path: Path, keep_data: bool = True, buffer_bytes: int | None = None
+               ) -> tuple[list[dict], list[SquadExample]]:
+    """(the JSON's ``data`` list for evaluation, or [] without ``keep_data``; flat examples). Read article by
+    article, so a training file costs its examples, not its parse tree."""
+    data: list[dict] = []
+    out: list[SquadExample] = []
+    for article, examples in squad_articles(path, buffer_bytes):
+        if keep_data:
+            data.append(article)
+        out.extend(examples)
     return data, out
 
 
@@ -368,7 +380,7 @@ class SquadDataModule(ResumableTrainOrder, pl.LightningDataModule):
         if "dev" in self.features:
             return
         root, dev_root = self._roots()
-        _, train = read_squad(root / f"train-v{self.version}.json")
+        _, train = read_squad(root / f"train-v{self.version}.json", keep_data=False)
         self._train_examples = train
         self.dev_data, self.dev_examples = read_squad(dev_root / f"dev-v{self.dev_version}.json")
         if self.tokenizer_file is not None:  # the checkpoint's: SentencePiece .model, BERT vocab.txt or folder
