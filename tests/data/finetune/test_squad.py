@@ -17,6 +17,7 @@ from genlab.data.finetune.squad import (
     SquadDataModule,
     SquadExample,
     build_features,
+    encode_squad,
     doc_windows,
     max_context,
     postprocess,
@@ -185,3 +186,16 @@ def test_training_windows_are_built_only_when_training(dm):
     fresh.setup("fit")  # what eval.py does: tokenizer + dev windows only
     assert "dev" in fresh.features and "train" not in fresh.features
     assert len(fresh.train_dataloader().dataset) == len(dm.train_features().cls_index)
+
+
+def test_windows_from_the_encoded_text_cache_equal_direct_tokenisation(dm, tmp_path):
+    examples = dm.dev_examples[:40]
+    direct, _ = build_features(examples, dm.tokenizer, max_seq_len=48, doc_stride=16, max_query_length=12)
+    for _ in range(2):  # built, then read from the entry
+        cached, _ = build_features(examples, dm.tokenizer, max_seq_len=48, doc_stride=16, max_query_length=12,
+                                   encoded=encode_squad(examples, dm.tokenizer, str(tmp_path), "dev40"))
+        for name in ("input_ids", "token_type_ids", "p_mask", "cls_index", "example_index"):
+            assert np.array_equal(getattr(cached, name), getattr(direct, name))
+        for a, b in zip(cached.paragraphs, direct.paragraphs):
+            assert a.ids == b.ids and np.array_equal(a.char_start, b.char_start)
+            assert np.array_equal(a.char_end, b.char_end)

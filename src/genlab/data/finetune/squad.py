@@ -48,6 +48,7 @@ from genlab.data.finetune.squad_align import (
 )
 from genlab.data.finetune.tokenizer_cache import piece_model
 from genlab.data.sources.tiers import DatasetSpec, locate
+from genlab.data.text.encoded_texts import EncodedTexts, encode_texts, tokenize_texts, tokenizer_identity
 from genlab.data.text.json_stream import iter_json_array
 from genlab.data.text.progress import text_bytes, tracked
 from genlab.data.tokenizers.from_checkpoint import load_tokenizer, special_ids
@@ -115,6 +116,32 @@ def tokenize_paragraph(context: str, tok) -> Paragraph:
     return Paragraph(ids, starts, ends)
 
 
+@dataclass
+class EncodedSquad:
+    """Every paragraph's pieces with their character spans, and every question's pieces, tokenised once over
+    ``num_proc`` processes and cached (``genlab.data.text.encoded_texts``): the windows are laid out from these."""
+
+    paragraphs: EncodedTexts
+    questions: EncodedTexts
+
+    def paragraph(self, context: str) -> Paragraph:
+        return Paragraph(self.paragraphs.ids(context), np.array(self.paragraphs.field(context, "starts")),
+                         np.array(self.paragraphs.field(context, "ends")))
+
+
+def encode_squad(examples: list[SquadExample], tok, cache_dir: str | None, what: str,
+                 num_proc: int | None = None) -> EncodedSquad:
+    def paragraph_fields(context: str) -> tuple:
+        para = tokenize_paragraph(context, tok)
+        return para.ids, para.char_start, para.char_end
+
+    paragraphs = encode_texts((e.context for e in examples), paragraph_fields,
+                              ("squad paragraph", tokenizer_identity(tok)), cache_dir, f"{what} paragraphs",
+                              fields=("ids", "starts", "ends"), num_proc=num_proc)
+    return EncodedSquad(paragraphs, tokenize_texts((e.question for e in examples), tok, cache_dir,
+                                                   f"{what} questions", num_proc))
+
+
 # ------------------------------------------------------------------------------------------------ windows
 def doc_windows(n_tokens: int, max_tokens: int, stride: int) -> list[tuple[int, int]]:
     """(start, length) of each window over the paragraph pieces."""
@@ -175,9 +202,10 @@ class SquadFeatures:
 
 
 def build_features(examples: list[SquadExample], tok, max_seq_len: int = 512, doc_stride: int = 128,
-                   max_query_length: int = 64, training: bool = False, layout: str = "xlnet"
-                   ) -> tuple[SquadFeatures, int]:
-    """Windows of every example; returns (features, number of answers whose text mismatched its offset)."""
+                   max_query_length: int = 64, training: bool = False, layout: str = "xlnet",
+                   encoded: EncodedSquad | None = None) -> tuple[SquadFeatures, int]:
+    """Windows of every example; returns (features, number of answers whose text mismatched its offset).
+    ``encoded``: the examples' texts already tokenised (:func:`encode_squad`); None tokenises here."""
     specials = special_ids(tok)
     if specials and layout == "xlnet":
         raise DataError(f"data.layout={layout!r} with a WordPiece (BERT) tokenizer: a BERT checkpoint reads "
@@ -192,9 +220,10 @@ def build_features(examples: list[SquadExample], tok, max_seq_len: int = 512, do
     windows, paragraphs, bad = [], [], 0
     cache: dict[str, Paragraph] = {}
     for ei, ex in enumerate(tracked(examples, "windowing SQuAD questions", lambda e: text_bytes(e.question))):
-        para = cache.get(ex.context) or cache.setdefault(ex.context, tokenize_paragraph(ex.context, tok))
+        para = cache.get(ex.context) or cache.setdefault(ex.context, encoded.paragraph(ex.context) if encoded
+                                                         else tokenize_paragraph(ex.context, tok))
         paragraphs.append(para)
-        q = tok.encode(ex.question)[:max_query_length]
+        q = (encoded.questions.ids(ex.question) if encoded else tok.encode(ex.question))[:max_query_length]
         span = None
         if training and not ex.is_impossible:
             problem = _answer_problem(ex)
@@ -331,7 +360,8 @@ class SquadDataModule(ResumableTrainOrder, pl.LightningDataModule):
                  cache_dir: str | None = None, tokenizer: str | None = None, vocab_size: int = 32000,
                  lower: bool = False, layout: str = "xlnet", max_seq_len: int = 512, doc_stride: int = 128,
                  max_query_length: int = 64, batch_size: int = 48, eval_batch_size: int = 64,
-                 num_workers: int = 0, eval_version: str | None = None, eval_path: str | None = None) -> None:
+                 num_workers: int = 0, eval_version: str | None = None, eval_path: str | None = None,
+                 num_proc: int | None = None) -> None:
         super().__init__()
         for key, v in (("version", version), ("eval_version", eval_version or version)):
             if v not in ("1.1", "2.0"):
@@ -342,6 +372,7 @@ class SquadDataModule(ResumableTrainOrder, pl.LightningDataModule):
         self.tokenizer_file, self.vocab_size, self.lower, self.layout = tokenizer, vocab_size, lower, layout
         self.max_seq_len, self.doc_stride, self.max_query_length = max_seq_len, doc_stride, max_query_length
         self.batch_size, self.eval_batch_size, self.num_workers = batch_size, eval_batch_size, num_workers
+        self.num_proc = num_proc  # tokenising processes (null: the cores available, at most 8)
         self.tokenizer = None
         self.bad_answers = 0
         self.dev_data: list[dict] = []
@@ -389,11 +420,13 @@ class SquadDataModule(ResumableTrainOrder, pl.LightningDataModule):
             lines = [*dict.fromkeys(e.context for e in train), *(e.question for e in train)]
             self.tokenizer = PieceTokenizer(piece_model(lines, self.cache_dir, self.vocab_size), self.lower)
         self.features["dev"], _ = build_features(self.dev_examples, self.tokenizer, training=False,
-                                                 **self._feature_args())
+                                                 **self._feature_args("dev"))
 
-    def _feature_args(self) -> dict[str, Any]:
+    def _feature_args(self, split: str) -> dict[str, Any]:
+        examples = self.dev_examples if split == "dev" else self._train_examples
         return {"max_seq_len": self.max_seq_len, "doc_stride": self.doc_stride,
-                "max_query_length": self.max_query_length, "layout": self.layout}
+                "max_query_length": self.max_query_length, "layout": self.layout,
+                "encoded": encode_squad(examples, self.tokenizer, self.cache_dir, f"squad {split}", self.num_proc)}
 
     def train_features(self) -> SquadFeatures:
         """Windows of the training questions with their labels (built once; unusable answers are counted in
@@ -402,7 +435,7 @@ class SquadDataModule(ResumableTrainOrder, pl.LightningDataModule):
             if "dev" not in self.features:
                 self.setup("fit")
             self.features["train"], self.bad_answers = build_features(self._train_examples, self.tokenizer,
-                                                                      training=True, **self._feature_args())
+                                                                      training=True, **self._feature_args("train"))
             if self.bad_answers:
                 log.warning("%d SQuAD training answers were unusable (see the warnings above) and were skipped",
                             self.bad_answers)
