@@ -211,7 +211,7 @@ class ClassificationDataModule(ResumableTrainOrder, pl.LightningDataModule):
         specials = special_ids(self.tokenizer)  # {} for SentencePiece (XLNet's fixed ids)
         ids = np.zeros((n, self.max_seq_len), dtype=np.int64)
         seg, mask = np.zeros_like(ids), np.zeros_like(ids)
-        for i, ex in enumerate(tracked(examples, f"encoding {self.task} {name}",
+        for i, ex in enumerate(tracked(examples, f"laying out {self.task} {name}",
                                          lambda e: text_bytes(e.text_a, e.text_b))):
             b = self.encoded.ids(ex.text_b) if ex.text_b is not None else None
             ids[i], seg[i], mask[i] = encode_pair(self.encoded.ids(ex.text_a), b, self.max_seq_len, self.layout,

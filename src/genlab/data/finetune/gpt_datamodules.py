@@ -130,7 +130,7 @@ class GPTClassificationDataModule(GPTLoaders, ClassificationDataModule):
     def _encode(self, name: str, examples: list[Example], labelled: bool) -> GPTExamples:
         ids, sp, n = self.encoded.ids, T.SpecialTokens.after_vocab(self.tokenizer.vocab_size), self.max_seq_len
         tokens: list = []
-        for ex in tracked(examples, f"encoding {self.task} {name}", lambda e: text_bytes(e.text_a, e.text_b)):
+        for ex in tracked(examples, f"laying out {self.task} {name}", lambda e: text_bytes(e.text_a, e.text_b)):
             a = ids(ex.text_a)
             if ex.text_b is None:
                 if self.layout == "gpt_both_orders":
@@ -176,7 +176,7 @@ class GPTRaceDataModule(GPTLoaders, RaceDataModule):
     def _dataset(self, qs: list[RaceQuestion]) -> GPTExamples:
         ids, sp = self.encoded.ids, T.SpecialTokens.after_vocab(self.tokenizer.vocab_size)
         tokens = [T.multiple_choice(ids(q.article), ids(q.question), [ids(o) for o in q.options], sp, self.max_seq_len)
-                  for q in tracked(qs, "encoding RACE questions", question_bytes)]
+                  for q in tracked(qs, "laying out RACE questions", question_bytes)]
         return GPTExamples(tokens, [q.label for q in qs], {"level": [q.level for q in qs], "qid": [q.qid for q in qs]})
 
     def train_dataloader(self) -> DataLoader:

@@ -35,8 +35,9 @@ from genlab.data.finetune.race_mini import RACE_MINI
 from genlab.data.finetune.resumable import ResumableTrainOrder
 from genlab.data.finetune.tokenizer_cache import piece_model
 from genlab.data.sources.tiers import DatasetSpec, locate
+from genlab.data.text.chunks import total_bytes
 from genlab.data.text.encoded_texts import EncodedTexts, tokenize_texts
-from genlab.data.text.progress import text_bytes, tracked
+from genlab.data.text.progress import Progress, text_bytes, tracked
 from genlab.data.tokenizers.from_checkpoint import load_tokenizer, special_ids
 from genlab.data.tokenizers.xlnet_pieces import PieceTokenizer
 from genlab.errors import DataError
@@ -57,32 +58,38 @@ class RaceQuestion:
 
 def read_race(root: Path, split: str) -> list[RaceQuestion]:
     out = []
+    files = []
     for level, name in enumerate(LEVELS):
         folder = Path(root) / split / name
         if not folder.is_dir():
             raise DataError(f"RACE folder {folder} does not exist; data.path must hold {{train,dev,test}}/{{middle,high}}/.")
-        for path in sorted(folder.glob("*.txt")):
-            try:
-                obj = json.loads(path.read_text(encoding="utf-8"))
-                article, questions, options, answers = obj["article"], obj["questions"], obj["options"], obj["answers"]
-            except (json.JSONDecodeError, KeyError, UnicodeDecodeError) as err:
-                raise DataError(f"{path}: not a RACE JSON file (article, questions, options, answers): {err}") from err
-            if not len(questions) == len(options) == len(answers):
-                raise DataError(f"{path}: {len(questions)} questions, {len(options)} option lists and "
-                                f"{len(answers)} answers; they must match.")
-            for k, (q, opts, ans) in enumerate(zip(questions, options, answers)):
-                if not isinstance(opts, list) or len(opts) != 4:
-                    n = len(opts) if isinstance(opts, list) else opts
-                    raise DataError(f"{path}, question {k}: {n} options, RACE needs exactly 4 (A-D).")
-                for j, o in enumerate(opts):
-                    if not isinstance(o, str):
-                        raise DataError(f"{path}, question {k}: option {LETTERS[j]} is {o!r}, not text; fix the file.")
-                if not isinstance(q, str):
-                    raise DataError(f"{path}, question {k}: the question is {q!r}, not text; fix the file.")
-                if ans not in LETTERS:
-                    raise DataError(f"{path}, question {k}: answer {ans!r} is not one of A, B, C, D.")
-                out.append(RaceQuestion(f"{obj.get('id', path.stem)}-{k}", article, q, tuple(opts),
-                                        LETTERS.index(ans), level))
+        files += [(level, path) for path in sorted(folder.glob("*.txt"))]
+    progress = Progress(f"reading RACE {split} ({len(files)} files)", total_bytes([p for _, p in files]))
+    for level, path in files:
+        raw = path.read_bytes()
+        progress.advance(len(raw))
+        try:
+            obj = json.loads(raw.decode("utf-8"))
+            article, questions, options, answers = obj["article"], obj["questions"], obj["options"], obj["answers"]
+        except (json.JSONDecodeError, KeyError, UnicodeDecodeError) as err:
+            raise DataError(f"{path}: not a RACE JSON file (article, questions, options, answers): {err}") from err
+        if not len(questions) == len(options) == len(answers):
+            raise DataError(f"{path}: {len(questions)} questions, {len(options)} option lists and "
+                            f"{len(answers)} answers; they must match.")
+        for k, (q, opts, ans) in enumerate(zip(questions, options, answers)):
+            if not isinstance(opts, list) or len(opts) != 4:
+                n = len(opts) if isinstance(opts, list) else opts
+                raise DataError(f"{path}, question {k}: {n} options, RACE needs exactly 4 (A-D).")
+            for j, o in enumerate(opts):
+                if not isinstance(o, str):
+                    raise DataError(f"{path}, question {k}: option {LETTERS[j]} is {o!r}, not text; fix the file.")
+            if not isinstance(q, str):
+                raise DataError(f"{path}, question {k}: the question is {q!r}, not text; fix the file.")
+            if ans not in LETTERS:
+                raise DataError(f"{path}, question {k}: answer {ans!r} is not one of A, B, C, D.")
+            out.append(RaceQuestion(f"{obj.get('id', path.stem)}-{k}", article, q, tuple(opts),
+                                    LETTERS.index(ans), level))
+    progress.finish()
     if not out:
         raise DataError(f"RACE split {Path(root) / split} holds no questions.")
     return out
@@ -198,7 +205,7 @@ class RaceDataModule(ResumableTrainOrder, pl.LightningDataModule):
 
     def _dataset(self, qs: list[RaceQuestion]) -> Dataset:
         enc = [encode_question(q, self.tokenizer, self.max_seq_len, self.max_qa_length, self.layout, self.encoded.ids)
-               for q in tracked(qs, "encoding RACE questions", question_bytes)]
+               for q in tracked(qs, "laying out RACE questions", question_bytes)]
         return _RaceDataset(np.stack([e[0] for e in enc]), np.stack([e[1] for e in enc]),
                             np.stack([e[2] for e in enc]), np.array([q.label for q in qs]),
                             np.array([q.level for q in qs]), [q.qid for q in qs])

@@ -50,7 +50,7 @@ from genlab.data.finetune.tokenizer_cache import piece_model
 from genlab.data.sources.tiers import DatasetSpec, locate
 from genlab.data.text.encoded_texts import EncodedTexts, encode_texts, tokenize_texts, tokenizer_identity
 from genlab.data.text.json_stream import iter_json_array
-from genlab.data.text.progress import text_bytes, tracked
+from genlab.data.text.progress import Progress, text_bytes, tracked
 from genlab.data.tokenizers.from_checkpoint import load_tokenizer, special_ids
 from genlab.data.tokenizers.wordpiece import WordPieceTokenizer
 from genlab.data.tokenizers.xlnet_pieces import PieceTokenizer
@@ -75,8 +75,10 @@ def squad_articles(path: Path, buffer_bytes: int | None = None) -> Iterator[tupl
     path = Path(path)
     if not path.is_file():
         raise DataError(f"SQuAD file {path} does not exist; data.path must hold train-v{{1.1,2.0}}.json and dev-*.json.")
+    progress, done = Progress(f"reading {path.name}", path.stat().st_size), 0
     for a, (offset, article) in enumerate(iter_json_array(path, "data", buffer_bytes)):
-        out = []
+        progress.advance(offset - done)
+        done, out = offset, []
         try:
             for para in article["paragraphs"]:
                 for qa in para["qas"]:
@@ -89,6 +91,7 @@ def squad_articles(path: Path, buffer_bytes: int | None = None) -> Iterator[tupl
                             "needs 'context' and 'qas', every question 'id' and 'question'. Fix the file or use the "
                             "official one.") from err
         yield article, out
+    progress.finish()
 
 
 def read_squad(path: Path, keep_data: bool = True, buffer_bytes: int | None = None

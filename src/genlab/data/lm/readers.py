@@ -410,11 +410,15 @@ def read_lm1b(
     def train_stream() -> Iterator[np.ndarray]:
         """One shard at a time (0.8B tokens do not need to sit in memory twice)."""
         rng = np.random.default_rng(shuffle_seed)
+        progress = Progress(f"encoding {len(train_shards)} LM1B training shards",
+                            total_bytes([root / s for s in train_shards]))
         for k, shard in enumerate(rng.permutation(len(train_shards))):
             path = root / train_shards[int(shard)]
             sents = _sentences(path, lower)
             sents = [sents[i] for i in rng.permutation(len(sents))]
             yield lm1b_stream(sents, vocab, convention, str(path), opening=k == 0)
+            progress.advance(path.stat().st_size)
+        progress.finish()
 
     def heldout(shards: Sequence[str]) -> np.ndarray:
         sents = [s for shard in shards for s in _sentences(root / shard, lower)]
