@@ -10,6 +10,7 @@ import pytest
 
 import genlab.data.text.encoded_texts as et
 from genlab.data.text.encoded_texts import encode_texts
+from genlab.errors import DataError
 
 TEXTS = [f"text {i} " + "ab" * (i % 7) for i in range(50)] + ["", "ünï ☃"]
 
@@ -72,3 +73,9 @@ def test_processes_give_the_one_process_result(tmp_path, monkeypatch):
     for name in ("offsets.npy", "ids.npy", "pos.npy"):
         (a,), (b,) = (tmp_path / "a").glob(f"encoded/*/{name}"), (tmp_path / "b").glob(f"encoded/*/{name}")
         assert a.read_bytes() == b.read_bytes()
+
+
+def test_a_cache_folder_that_cannot_be_written_is_one_message(tmp_path):
+    (tmp_path / "file").write_text("not a folder")
+    with pytest.raises(DataError, match=r"cannot write the data cache under .*file/encoded.*paths.cache_dir="):
+        encode_texts(TEXTS, _encoder([]), "e", tmp_path / "file", "toy", fields=("ids", "pos"))

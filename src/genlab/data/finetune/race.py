@@ -35,7 +35,7 @@ from genlab.data.finetune.race_mini import RACE_MINI
 from genlab.data.finetune.resumable import ResumableTrainOrder
 from genlab.data.finetune.tokenizer_cache import piece_model
 from genlab.data.sources.tiers import DatasetSpec, locate
-from genlab.data.text.chunks import total_bytes
+from genlab.data.text.chunks import Piece, decode_piece, total_bytes
 from genlab.data.text.encoded_texts import EncodedTexts, tokenize_texts
 from genlab.data.text.progress import Progress, text_bytes, tracked
 from genlab.data.tokenizers.from_checkpoint import load_tokenizer, special_ids
@@ -68,11 +68,14 @@ def read_race(root: Path, split: str) -> list[RaceQuestion]:
     for level, path in files:
         raw = path.read_bytes()
         progress.advance(len(raw))
+        text = decode_piece(Piece(str(path), 0, raw, True))  # a binary or non-UTF-8 file: named with its offset
         try:
-            obj = json.loads(raw.decode("utf-8"))
+            obj = json.loads(text)
             article, questions, options, answers = obj["article"], obj["questions"], obj["options"], obj["answers"]
-        except (json.JSONDecodeError, KeyError, UnicodeDecodeError) as err:
-            raise DataError(f"{path}: not a RACE JSON file (article, questions, options, answers): {err}") from err
+        except (json.JSONDecodeError, KeyError, TypeError) as err:
+            raise DataError(f"{path}: not a RACE JSON file (article, questions, options, answers): {err}"
+                            f"{' (the file is empty)' if not raw else ''}; replace it with the file from RACE.tar.gz "
+                            "or remove it.") from err
         if not len(questions) == len(options) == len(answers):
             raise DataError(f"{path}: {len(questions)} questions, {len(options)} option lists and "
                             f"{len(answers)} answers; they must match.")
