@@ -59,17 +59,18 @@ print(json.dumps({"cpu": time.process_time() - t0, "rss_mb": peak, "extra_mb": p
 
 def write_squad(path: Path, n_bytes: int, seed: int = 0) -> None:
     """SQuAD v2.0 layout: articles of 40 paragraphs (~700 bytes each) with 5 questions each, answers at their
-    offsets; 16 distinct articles repeated under fresh ids and titles, written one article at a time."""
+    offsets; 16 article texts repeated under fresh ids, titles and paragraph numbers (so every paragraph is
+    distinct), written one article at a time."""
     rng = np.random.default_rng(seed)
     words = ["".join(rng.choice(list("etaoinshrdlucmfwyp"), rng.integers(2, 9))) for _ in range(5000)]
     templates = []
     for _ in range(16):
         paras = []
         for p in range(40):
-            context = " ".join(rng.choice(words, 110))
+            context = "@@@@@@ " + " ".join(rng.choice(words, 110))  # the article number: distinct paragraphs
             qas = []
             for q in range(5):
-                start = context.rfind(" ", 0, int(rng.integers(0, len(context) - 10))) + 1
+                start = context.rfind(" ", 0, int(rng.integers(8, len(context) - 10))) + 1
                 qas.append({"id": f"@-{p}-{q}", "question": " ".join(rng.choice(words, 10)) + "?",
                             "is_impossible": False,
                             "answers": [{"text": context[start:context.find(" ", start)], "answer_start": start}]})
@@ -79,7 +80,7 @@ def write_squad(path: Path, n_bytes: int, seed: int = 0) -> None:
     with open(path, "w", encoding="utf-8") as f:
         f.write('{"version": "v2.0", "data": [')
         while written < n_bytes:
-            block = ("," if a else "") + templates[a % 16].replace('"@', f'"{a}')
+            block = ("," if a else "") + templates[a % 16].replace("@@@@@@", f"{a:06d}").replace('"@', f'"{a}')
             f.write(block)
             written, a = written + len(block), a + 1
         f.write("]}")

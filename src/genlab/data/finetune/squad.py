@@ -128,8 +128,8 @@ class EncodedSquad:
     questions: EncodedTexts
 
     def paragraph(self, context: str) -> Paragraph:
-        return Paragraph(self.paragraphs.ids(context), np.array(self.paragraphs.field(context, "starts")),
-                         np.array(self.paragraphs.field(context, "ends")))
+        return Paragraph(self.paragraphs.ids(context), self.paragraphs.field(context, "starts").astype(np.int64),
+                         self.paragraphs.field(context, "ends").astype(np.int64))
 
 
 def encode_squad(examples: list[SquadExample], tok, cache_dir: str | None, what: str,

@@ -37,7 +37,7 @@ def tokenizer_identity(tok: object) -> tuple:
 
 
 class EncodedTexts:
-    """Per distinct text, its fields (e.g. ``ids``, or ``ids``/``starts``/``ends``) as int64 arrays."""
+    """Per distinct text, its fields (e.g. ``ids``, or ``ids``/``starts``/``ends``) as int32 arrays (memory-mapped)."""
 
     def __init__(self, texts: Sequence[str], offsets: np.ndarray, fields: dict[str, np.ndarray]):
         self.index = {t: i for i, t in enumerate(texts)}
@@ -64,8 +64,11 @@ def _encode_piece(encode: Encoder, n_fields: int) -> Callable[[list[str]], tuple
         rows = [encode(t) for t in texts]
         lengths = np.array([len(r[0]) for r in rows], dtype=np.int64)
         total = int(lengths.sum())
-        return lengths, [np.fromiter(chain.from_iterable(r[k] for r in rows), dtype=np.int64, count=total)
-                         for k in range(n_fields)]
+        cols = [np.fromiter(chain.from_iterable(r[k] for r in rows), dtype=np.int64, count=total)
+                for k in range(n_fields)]
+        if any(c.size and (c.min() < 0 or c.max() >= 2**31) for c in cols):
+            raise RuntimeError("an encoder returned a value outside [0, 2**31) (encoder bug)")
+        return lengths, [c.astype(np.int32) for c in cols]  # ids and character offsets: int32 halves the disk
 
     return run
 
@@ -94,7 +97,7 @@ def encode_texts(texts: Iterable[str], encode: Encoder, identity: object, cache_
             offsets = np.concatenate([[0], np.cumsum(np.concatenate(lengths or [np.zeros(0, np.int64)]))])
             np.save(folder / "offsets.npy", offsets.astype(np.int64))
             for name, col in zip(fields, columns):
-                np.save(folder / f"{name}.npy", np.concatenate(col or [np.zeros(0, np.int64)]))
+                np.save(folder / f"{name}.npy", np.concatenate(col or [np.zeros(0, np.int32)]))
             return {"what": what, "texts": len(distinct), "fields": list(fields)}
 
         build_entry(entry, fill)
