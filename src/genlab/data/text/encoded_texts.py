@@ -66,8 +66,8 @@ def _encode_piece(encode: Encoder, n_fields: int) -> Callable[[list[str]], tuple
         total = int(lengths.sum())
         cols = [np.fromiter(chain.from_iterable(r[k] for r in rows), dtype=np.int64, count=total)
                 for k in range(n_fields)]
-        if any(c.size and (c.min() < 0 or c.max() >= 2**31) for c in cols):
-            raise RuntimeError("an encoder returned a value outside [0, 2**31) (encoder bug)")
+        if any(c.size and (c.min() < -2**31 or c.max() >= 2**31) for c in cols):
+            raise RuntimeError("an encoder returned a value that does not fit int32 (encoder bug)")
         return lengths, [c.astype(np.int32) for c in cols]  # ids and character offsets: int32 halves the disk
 
     return run
