@@ -94,8 +94,9 @@ class EncodedSplit(Dataset):
         return len(self.guids)
 
     def __getitem__(self, i: int) -> dict[str, Any]:
-        item = {"input_ids": torch.from_numpy(self.input_ids[i]), "token_type_ids": torch.from_numpy(self.token_type_ids[i]),
-                "attention_mask": torch.from_numpy(self.attention_mask[i]), "index": i}
+        item = {"input_ids": torch.from_numpy(self.input_ids[i]).long(),
+                "token_type_ids": torch.from_numpy(self.token_type_ids[i]).long(),
+                "attention_mask": torch.from_numpy(self.attention_mask[i]).long(), "index": i}
         if self.labels is not None:
             item["labels"] = torch.tensor(self.labels[i])
         return item
@@ -209,8 +210,9 @@ class ClassificationDataModule(ResumableTrainOrder, pl.LightningDataModule):
     def _encode(self, name: str, examples: list[glue.Example], labelled: bool) -> EncodedSplit:
         n = len(examples)
         specials = special_ids(self.tokenizer)  # {} for SentencePiece (XLNet's fixed ids)
-        ids = np.zeros((n, self.max_seq_len), dtype=np.int64)
-        seg, mask = np.zeros_like(ids), np.zeros_like(ids)
+        # stored narrow (6 bytes a position, not 24: a 3.6M-document set at 512 is 11 GB, not 44), widened per item
+        ids = np.zeros((n, self.max_seq_len), dtype=np.int32)
+        seg, mask = np.zeros_like(ids, dtype=np.int8), np.zeros_like(ids, dtype=np.int8)
         for i, ex in enumerate(tracked(examples, f"laying out {self.task} {name}",
                                          lambda e: text_bytes(e.text_a, e.text_b))):
             b = self.encoded.ids(ex.text_b) if ex.text_b is not None else None
