@@ -210,9 +210,9 @@ class ClassificationDataModule(ResumableTrainOrder, pl.LightningDataModule):
     def _encode(self, name: str, examples: list[glue.Example], labelled: bool) -> EncodedSplit:
         n = len(examples)
         specials = special_ids(self.tokenizer)  # {} for SentencePiece (XLNet's fixed ids)
-        # stored narrow (6 bytes a position, not 24: a 3.6M-document set at 512 is 11 GB, not 44), widened per item
+        # int32 (an index type torch embeddings take), widened per item: 12 bytes a position, not 24
         ids = np.zeros((n, self.max_seq_len), dtype=np.int32)
-        seg, mask = np.zeros_like(ids, dtype=np.int8), np.zeros_like(ids, dtype=np.int8)
+        seg, mask = np.zeros_like(ids), np.zeros_like(ids)
         for i, ex in enumerate(tracked(examples, f"laying out {self.task} {name}",
                                          lambda e: text_bytes(e.text_a, e.text_b))):
             b = self.encoded.ids(ex.text_b) if ex.text_b is not None else None
