@@ -189,7 +189,8 @@ def _answer_problem(ex: SquadExample) -> str | None:
 
 @dataclass
 class SquadFeatures:
-    """Arrays over windows plus what post-processing needs to go back to text."""
+    """Arrays over windows plus what post-processing needs to go back to text (the [F, T] ones narrow: int32 ids,
+    int8 segments and masks; the dataset widens them per item)."""
 
     input_ids: np.ndarray
     token_type_ids: np.ndarray
@@ -259,10 +260,12 @@ def build_features(examples: list[SquadExample], tok, max_seq_len: int = 512, do
                 st, en, imp = span[0] - s + ctx, span[1] - s + ctx, 0
             else:
                 st, en, imp = cls, cls, 1
-            cols["ids"].append(ids + [pad_id] * pad)
-            cols["seg"].append(seg + [seg_pad] * pad)
-            cols["mask"].append([1] * len(ids) + [0] * pad)
-            cols["p"].append(p + [1] * pad)
+            # one narrow array per window (int32/int8, widened per item): a list of lists of Python ints cost
+            # ~4x the memory (5 GB for SQuAD 2.0's 129k windows)
+            cols["ids"].append(np.array(ids + [pad_id] * pad, dtype=np.int32))
+            cols["seg"].append(np.array(seg + [seg_pad] * pad, dtype=np.int8))
+            cols["mask"].append(np.array([1] * len(ids) + [0] * pad, dtype=np.int8))
+            cols["p"].append(np.array(p + [1] * pad, dtype=np.int8))
             cols["cls"].append(cls)
             cols["s"].append(st)
             cols["e"].append(en)
@@ -272,10 +275,12 @@ def build_features(examples: list[SquadExample], tok, max_seq_len: int = 512, do
                             "max_context": best[s:s + n] == w})
 
     def arr(key: str, dtype=np.int64) -> np.ndarray:
-        shape = (len(cols[key]), max_seq_len) if key in ("ids", "seg", "mask", "p") else (len(cols[key]),)
-        return np.array(cols[key], dtype=dtype).reshape(shape)
+        return np.array(cols[key], dtype=dtype)
 
-    feats = SquadFeatures(arr("ids"), arr("seg"), arr("mask"), arr("p", np.float32), arr("cls"), arr("s"), arr("e"),
+    def rows(key: str) -> np.ndarray:
+        return np.stack(cols[key]) if cols[key] else np.zeros((0, max_seq_len), dtype=np.int8)
+
+    feats = SquadFeatures(rows("ids"), rows("seg"), rows("mask"), rows("p"), arr("cls"), arr("s"), arr("e"),
                           arr("imp", np.float32), arr("ex"), windows, paragraphs)
     return feats, bad
 
@@ -343,8 +348,10 @@ class _FeatureDataset(Dataset):
 
     def __getitem__(self, i: int) -> dict[str, Any]:
         f = self.f
-        return {"input_ids": torch.from_numpy(f.input_ids[i]), "token_type_ids": torch.from_numpy(f.token_type_ids[i]),
-                "attention_mask": torch.from_numpy(f.attention_mask[i]), "p_mask": torch.from_numpy(f.p_mask[i]),
+        return {"input_ids": torch.from_numpy(f.input_ids[i]).long(),
+                "token_type_ids": torch.from_numpy(f.token_type_ids[i]).long(),
+                "attention_mask": torch.from_numpy(f.attention_mask[i]).long(),
+                "p_mask": torch.from_numpy(f.p_mask[i]).float(),
                 "cls_index": int(f.cls_index[i]), "start_positions": int(f.start_positions[i]),
                 "end_positions": int(f.end_positions[i]), "is_impossible": float(f.is_impossible[i]),
                 "feature_index": i}
