@@ -7,6 +7,11 @@ fresh process through ``load_pretrain_corpus`` (the path every XLNet/BERT/Funnel
 tokenising workers, cache bytes per input byte, and the peak-RSS ratio to the smallest size (flat = bounded).
 
     python experiments/perf/prep_memory.py --sizes-mb 30,100,300 [--num-proc 1] [--workdir /tmp/prep]
+
+``--squad-mb 30,300`` measures the SQuAD-format JSON reader instead (XLNet/BERT/Funnel SQuAD, GDAN): a synthetic
+file of each size is read in a fresh process by streaming its articles (``squad_articles``, what every reader does;
+the process keeps only a count), by ``read_squad`` without the parse tree (what a training file costs: its flat
+examples) and, as the reference, by ``json.load`` of the whole file (the reader before streaming).
 """
 
 from __future__ import annotations
@@ -34,6 +39,71 @@ print(json.dumps({"wall": time.perf_counter() - t0, "cpu": time.process_time() -
                   "tokens": len(corpus.splits["train"])}))
 """
 
+SQUAD_CHILD = """
+import json, resource, sys, time
+from genlab.data.finetune.squad import read_squad, squad_articles
+path, how = sys.argv[1], sys.argv[2]
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # after the imports (torch: ~0.4 GB)
+t0 = time.process_time()
+if how == "stream":
+    n = sum(len(ex) for _, ex in squad_articles(path))
+elif how == "read_squad":
+    n = len(read_squad(path, keep_data=False)[1])
+else:
+    with open(path, encoding="utf-8") as f:
+        n = sum(len(qa) for a in json.load(f)["data"] for p in a["paragraphs"] for qa in [p["qas"]])
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps({"cpu": time.process_time() - t0, "rss_mb": peak, "extra_mb": peak - base, "questions": n}))
+"""
+
+
+def write_squad(path: Path, n_bytes: int, seed: int = 0) -> None:
+    """SQuAD v2.0 layout: articles of 40 paragraphs (~700 bytes each) with 5 questions each, answers at their
+    offsets; 16 article texts repeated under fresh ids, titles and paragraph numbers (so every paragraph is
+    distinct), written one article at a time."""
+    rng = np.random.default_rng(seed)
+    words = ["".join(rng.choice(list("etaoinshrdlucmfwyp"), rng.integers(2, 9))) for _ in range(5000)]
+    templates = []
+    for _ in range(16):
+        paras = []
+        for p in range(40):
+            context = "@@@@@@ " + " ".join(rng.choice(words, 110))  # the article number: distinct paragraphs
+            qas = []
+            for q in range(5):
+                start = context.rfind(" ", 0, int(rng.integers(8, len(context) - 10))) + 1
+                qas.append({"id": f"@-{p}-{q}", "question": " ".join(rng.choice(words, 10)) + "?",
+                            "is_impossible": False,
+                            "answers": [{"text": context[start:context.find(" ", start)], "answer_start": start}]})
+            paras.append({"context": context, "qas": qas})
+        templates.append(json.dumps({"title": "@", "paragraphs": paras}))
+    written, a = 0, 0
+    with open(path, "w", encoding="utf-8") as f:
+        f.write('{"version": "v2.0", "data": [')
+        while written < n_bytes:
+            block = ("," if a else "") + templates[a % 16].replace("@@@@@@", f"{a:06d}").replace('"@', f'"{a}')
+            f.write(block)
+            written, a = written + len(block), a + 1
+        f.write("]}")
+
+
+def squad_main(sizes_mb: list[int], work: Path) -> None:
+    print(f"SQuAD-format JSON; peak RSS of a fresh process reading one file, above its RSS after the imports; "
+          f"{time.strftime('%Y-%m-%d %H:%M')}")
+    print(f"{'input MB':>9} {'questions':>10} {'stream MB':>10} {'read_squad MB':>14} {'json.load MB':>13} "
+          f"{'stream cpu s':>13} {'json.load cpu s':>16} {'base RSS MB':>12}")
+    for mb in sizes_mb:
+        path = work / f"squad_{mb}mb.json"
+        if not path.is_file():
+            write_squad(path, mb * 1_000_000)
+        r = {}
+        for how in ("stream", "read_squad", "json.load"):
+            out = subprocess.run([sys.executable, "-c", SQUAD_CHILD, str(path), how], check=True,
+                                 capture_output=True, text=True)
+            r[how] = json.loads(out.stdout.strip().splitlines()[-1])
+        print(f"{path.stat().st_size / 1e6:>9.0f} {r['stream']['questions']:>10,} {r['stream']['extra_mb']:>10.0f} "
+              f"{r['read_squad']['extra_mb']:>14.0f} {r['json.load']['extra_mb']:>13.0f} {r['stream']['cpu']:>13.1f} "
+              f"{r['json.load']['cpu']:>16.1f} {r['stream']['rss_mb'] - r['stream']['extra_mb']:>12.0f}")
+
 
 def write_corpus(path: Path, n_bytes: int, seed: int = 0) -> None:
     """Zipf words from a 50k-word vocabulary, 5-30 words a sentence, 5-60 sentences a document."""
@@ -60,11 +130,15 @@ def main() -> None:
     ap.add_argument("--sizes-mb", default="30,100,300")
     ap.add_argument("--num-proc", type=int, default=1)
     ap.add_argument("--workdir", default=None)
+    ap.add_argument("--squad-mb", default=None, help="measure the SQuAD JSON reader at these sizes instead")
     args = ap.parse_args()
     from genlab.data.tokenizers.xlnet_pieces import train_tokenizer
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="genlab-prep-"))
     work.mkdir(parents=True, exist_ok=True)
+    if args.squad_mb:
+        squad_main([int(s) for s in args.squad_mb.split(",")], work)
+        return
     sample = work / "sample.txt"
     write_corpus(sample, 2_000_000, seed=1)
     model = train_tokenizer([sample], work / "spm", vocab_size=8000)

@@ -137,8 +137,14 @@ def test_missing_option_list_null_option_or_missing_key_name_the_file(tmp_path):
     obj = race_obj()
     del obj["options"]
     write(tmp_path, "dev", "middle", "3.txt", obj)
-    with pytest.raises(DataError, match=r"3.txt: not a RACE JSON file"):
+    with pytest.raises(DataError, match=r"3.txt: not a RACE JSON file.*replace it with the file from RACE.tar.gz"):
         read_race(tmp_path, "dev")
+    for data, message in ((b"", r"3.txt: not a RACE JSON file.*\(the file is empty\)"),
+                          (b'{"a": "\x00"}', r"3.txt is a binary file \(NUL byte at offset 7\)"),
+                          (b'{"article": "caf\xe9"}', r"3.txt is not valid UTF-8 text \(byte offset 16")):
+        (tmp_path / "dev" / "middle" / "3.txt").write_bytes(data)
+        with pytest.raises(DataError, match=message):
+            read_race(tmp_path, "dev")
 
 
 def _wordpiece_folder(path):

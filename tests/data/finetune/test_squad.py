@@ -18,6 +18,7 @@ from genlab.data.finetune.squad import (
     SquadExample,
     build_features,
     doc_windows,
+    encode_squad,
     max_context,
     postprocess,
     read_squad,
@@ -90,8 +91,8 @@ def test_answer_text_not_matching_offset_warns_counts_and_continues(dm, caplog):
 
 
 def test_malformed_json_is_a_data_error(tmp_path):
-    (tmp_path / "dev.json").write_text("{not json")
-    with pytest.raises(DataError, match="not a SQuAD JSON"):
+    (tmp_path / "dev.json").write_text('{"data": [{"paragraphs": []}, {not json')
+    with pytest.raises(DataError, match=r"dev.json is not valid JSON .* at byte offset 31"):
         read_squad(tmp_path / "dev.json")
     with pytest.raises(DataError, match="does not exist"):
         read_squad(tmp_path / "missing.json")
@@ -175,7 +176,7 @@ def test_unusable_training_answers_warn_count_and_continue(dm, caplog):
 def test_squad_json_missing_fields_names_the_file_and_article(tmp_path):
     path = tmp_path / "train-v2.0.json"
     path.write_text(json.dumps({"data": [{"title": "Rome", "paragraphs": [{"qas": [{"id": "q", "question": "?"}]}]}]}))
-    with pytest.raises(DataError, match=r"train-v2.0.json: article 0 \(Rome\) lacks 'context'"):
+    with pytest.raises(DataError, match=r"train-v2.0.json: article 0 \(Rome, byte offset 10\) lacks 'context'"):
         read_squad(path)
 
 
@@ -185,3 +186,16 @@ def test_training_windows_are_built_only_when_training(dm):
     fresh.setup("fit")  # what eval.py does: tokenizer + dev windows only
     assert "dev" in fresh.features and "train" not in fresh.features
     assert len(fresh.train_dataloader().dataset) == len(dm.train_features().cls_index)
+
+
+def test_windows_from_the_encoded_text_cache_equal_direct_tokenisation(dm, tmp_path):
+    examples = dm.dev_examples[:40]
+    direct, _ = build_features(examples, dm.tokenizer, max_seq_len=48, doc_stride=16, max_query_length=12)
+    for _ in range(2):  # built, then read from the entry
+        cached, _ = build_features(examples, dm.tokenizer, max_seq_len=48, doc_stride=16, max_query_length=12,
+                                   encoded=encode_squad(examples, dm.tokenizer, str(tmp_path), "dev40"))
+        for name in ("input_ids", "token_type_ids", "p_mask", "cls_index", "example_index"):
+            assert np.array_equal(getattr(cached, name), getattr(direct, name))
+        for a, b in zip(cached.paragraphs, direct.paragraphs):
+            assert a.ids == b.ids and np.array_equal(a.char_start, b.char_start)
+            assert np.array_equal(a.char_end, b.char_end)

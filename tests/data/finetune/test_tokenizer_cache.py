@@ -1,12 +1,15 @@
-"""Finetuning tokenizers are cached per training text: the folder's name does not matter, an edit trains anew, and a
-damaged cache entry is rebuilt with a message, never loaded."""
+"""Finetuning tokenizers and encoded texts are cached per text: the folder's name does not matter, an edit trains
+anew, and a damaged cache entry is rebuilt with a message, never loaded."""
 
 from __future__ import annotations
 
 import logging
 import shutil
 
-from genlab.data.finetune.datamodule import ClassificationDataModule
+import numpy as np
+
+from genlab.data.finetune import glue
+from genlab.data.finetune.datamodule import ClassificationDataModule, encode_pair
 from genlab.data.finetune.tokenizer_cache import cached_tokenizer_model
 
 
@@ -42,11 +45,26 @@ def test_same_data_in_another_folder_reuses_the_tokenizer(tmp_path):
     (first / "dev.tsv").write_text("sentence\tlabel\n" + rows[:200].rsplit("\n", 1)[0] + "\n")
     second = tmp_path / "renamed copy"
     shutil.copytree(first, second)
-    models = []
+    modules = []
     for folder in (first, second):
         dm = ClassificationDataModule("sst2", "path", str(folder), str(tmp_path / "cache"), vocab_size=40,
                                       max_seq_len=16)
         dm.setup()
-        models.append(dm.tokenizer.model_file)
-    assert models[0] == models[1]
+        modules.append(dm)
+    assert modules[0].tokenizer.model_file == modules[1].tokenizer.model_file
     assert len(list((tmp_path / "cache" / "finetune").iterdir())) == 1
+    # the encoded texts too: one entry, read (not tokenised) by the second folder, identical tensors
+    assert len(list((tmp_path / "cache" / "encoded").iterdir())) == 1
+    for name in ("train", "dev"):
+        a, b = modules[0].splits[name], modules[1].splits[name]
+        assert all(np.array_equal(getattr(a, k), getattr(b, k)) for k in ("input_ids", "token_type_ids", "labels"))
+    # a layout setting only lays the cached ids out again; lower-casing changes the pieces: a new entry
+    wider = ClassificationDataModule("sst2", "path", str(second), str(tmp_path / "cache"), vocab_size=40,
+                                     max_seq_len=24)
+    wider.setup()
+    assert len(list((tmp_path / "cache" / "encoded").iterdir())) == 1
+    ids = [wider.tokenizer.encode(e.text_a) for e in glue.read_split(wider.glue_task, second, wider.glue_task.train)]
+    assert np.array_equal(wider.splits["train"].input_ids, [encode_pair(i, None, 24)[0] for i in ids])
+    ClassificationDataModule("sst2", "path", str(second), str(tmp_path / "cache"), vocab_size=40, max_seq_len=16,
+                             lower=True).setup()
+    assert len(list((tmp_path / "cache" / "encoded").iterdir())) == 2

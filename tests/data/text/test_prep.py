@@ -86,3 +86,41 @@ def test_read_lines_keeps_line_ends_drops_the_bom_and_names_a_bad_file(tmp_path)
     latin.write_bytes("ok\ncaf\xe9\n".encode("latin-1"))
     with pytest.raises(DataError, match=r"latin1.tsv is not valid UTF-8 text \(byte offset 6"):
         list(C.read_lines(latin))
+
+
+def test_every_long_reading_step_reports_progress(tmp_path, monkeypatch, caplog):
+    """With the interval at 0 every step logs: reading finetuning text and SQuAD/RACE files, extracting GDAN's
+    answers, encoding texts, LM1B's training shards and a download."""
+    import json
+
+    from genlab.data.finetune.race import read_race
+    from genlab.data.finetune.squad import read_squad
+    from genlab.data.lm import readers as R
+    from genlab.data.qa.answers import HeuristicExtractor, read_unlabeled
+    from genlab.data.sources.tiers import RemoteFile, fetch
+    from genlab.data.text import progress
+    from genlab.data.text.encoded_texts import encode_texts
+
+    monkeypatch.setattr(progress, "EVERY_S", 0.0)
+    (tmp_path / "train.tsv").write_text("sentence\tlabel\nfine\t1\n")
+    squad = {"data": [{"title": "t", "paragraphs": [{"context": "Rome is old.", "qas": []}]}]}
+    (tmp_path / "train.json").write_text(json.dumps(squad))
+    for level in ("middle", "high"):
+        (tmp_path / "train" / level).mkdir(parents=True)
+        (tmp_path / "train" / level / "1.txt").write_text(json.dumps(
+            {"article": "A b.", "questions": ["Q?"], "options": [["a", "b", "c", "d"]], "answers": ["A"]}))
+    (tmp_path / "u.jsonl").write_text(json.dumps({"id": "p", "context": "In 1990 the Senate met in Rome."}) + "\n")
+    (tmp_path / "shard").write_text("a b c\nb c\n")
+    with caplog.at_level(logging.INFO, logger="genlab"):
+        list(C.read_lines(tmp_path / "train.tsv"))
+        read_squad(tmp_path / "train.json")
+        read_race(tmp_path, "train")
+        read_unlabeled(tmp_path / "u.jsonl", HeuristicExtractor())
+        encode_texts(["x", "yz"], lambda t: ([1] * len(t),), "e", tmp_path / "cache", "toy texts")
+        vocab = R.build_lm1b_top_vocab(tmp_path, 5, ["shard"])
+        R.materialize(R.read_lm1b(tmp_path, "eos", 0, ["shard"], ["shard"], ["shard"], vocab)[1]["train"])
+        fetch(RemoteFile((tmp_path / "shard").as_uri(), None, "shard"), tmp_path / "copy")
+    for step in ("reading train.tsv: done", "reading train.json: done", "reading RACE train (2 files): done",
+                 "extracting answers from u.jsonl: done", "encoding toy texts: done",
+                 "encoding 1 LM1B training shards: done", "downloading file://"):
+        assert step in caplog.text

@@ -36,6 +36,7 @@ from genlab.data.finetune.resumable import ResumableTrainOrder
 from genlab.data.finetune.tokenizer_cache import piece_model
 from genlab.data.finetune.zhang_minis import ZHANG_MINIS
 from genlab.data.sources.tiers import DatasetSpec, locate
+from genlab.data.text.encoded_texts import EncodedTexts, tokenize_texts
 from genlab.data.text.progress import text_bytes, tracked
 from genlab.data.tokenizers.from_checkpoint import (
     FinetuneTokenizer,
@@ -93,8 +94,9 @@ class EncodedSplit(Dataset):
         return len(self.guids)
 
     def __getitem__(self, i: int) -> dict[str, Any]:
-        item = {"input_ids": torch.from_numpy(self.input_ids[i]), "token_type_ids": torch.from_numpy(self.token_type_ids[i]),
-                "attention_mask": torch.from_numpy(self.attention_mask[i]), "index": i}
+        item = {"input_ids": torch.from_numpy(self.input_ids[i]).long(),
+                "token_type_ids": torch.from_numpy(self.token_type_ids[i]).long(),
+                "attention_mask": torch.from_numpy(self.attention_mask[i]).long(), "index": i}
         if self.labels is not None:
             item["labels"] = torch.tensor(self.labels[i])
         return item
@@ -104,7 +106,9 @@ class ClassificationDataModule(ResumableTrainOrder, pl.LightningDataModule):
     """``task``: a GLUE task (cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli), an NLI dataset (snli, scitail) or
     a document-classification dataset (imdb, yelp2, yelp5, dbpedia, ag_news, amazon2, amazon5). ``tokenizer``: the
     SentencePiece model of the pretrained checkpoint (required to finetune a pretrained model); null trains one on
-    the training text. Subclasses with other input layouts (GPT) name theirs in ``layouts``.
+    the training text. Subclasses with other input layouts (GPT) name theirs in ``layouts``. Every text is
+    tokenised once over ``num_proc`` processes (null: the cores available, at most 8) and cached
+    (``genlab.data.text.encoded_texts``); later runs only lay the cached ids out.
 
     ``n_folds`` (document classification only): k-fold cross-validation over the labelled train and test splits
     pooled (``genlab.data.finetune.folds``: stratified, the folds fixed by the labels alone); ``fold`` picks the part
@@ -117,7 +121,8 @@ class ClassificationDataModule(ResumableTrainOrder, pl.LightningDataModule):
     def __init__(self, task: str, source: str = "path", path: str | None = None, cache_dir: str | None = None,
                  tokenizer: str | None = None, vocab_size: int = 8000, lower: bool = False, layout: str = "xlnet",
                  max_seq_len: int = 128, batch_size: int = 32, eval_batch_size: int = 64, num_workers: int = 0,
-                 max_train_examples: int | None = None, n_folds: int | None = None, fold: int = 0) -> None:
+                 max_train_examples: int | None = None, n_folds: int | None = None, fold: int = 0,
+                 num_proc: int | None = None) -> None:
         super().__init__()
         if layout not in self.layouts:
             raise DataError(f"data.layout={layout!r} must be one of {self.layouts}.")
@@ -137,11 +142,12 @@ class ClassificationDataModule(ResumableTrainOrder, pl.LightningDataModule):
         self.tokenizer_file, self.vocab_size, self.lower, self.layout = tokenizer, vocab_size, lower, layout
         self.max_seq_len, self.batch_size, self.eval_batch_size = max_seq_len, batch_size, eval_batch_size
         self.num_workers, self.max_train_examples = num_workers, max_train_examples
-        self.n_folds, self.fold = n_folds, fold
+        self.n_folds, self.fold, self.num_proc = n_folds, fold, num_proc
         if n_folds is not None and (self.is_glue or self.nli is not None):
             raise DataError(f"data.n_folds={n_folds}: cross-validation pools a document-classification set's train and "
                             f"test splits; data.task={task} has its own dev split: set data.n_folds=null.")
         self.tokenizer: FinetuneTokenizer | None = None
+        self.encoded: EncodedTexts | None = None
         self.splits: dict[str, EncodedSplit] = {}
         self.root: Path | None = None
 
@@ -202,14 +208,16 @@ class ClassificationDataModule(ResumableTrainOrder, pl.LightningDataModule):
         return PieceTokenizer(piece_model(train_texts, self.cache_dir, self.vocab_size), self.lower)
 
     def _encode(self, name: str, examples: list[glue.Example], labelled: bool) -> EncodedSplit:
-        tok, n = self.tokenizer, len(examples)
-        specials = special_ids(tok)  # {} for SentencePiece (XLNet's fixed ids)
-        ids = np.zeros((n, self.max_seq_len), dtype=np.int64)
+        n = len(examples)
+        specials = special_ids(self.tokenizer)  # {} for SentencePiece (XLNet's fixed ids)
+        # int32 (an index type torch embeddings take), widened per item: 12 bytes a position, not 24
+        ids = np.zeros((n, self.max_seq_len), dtype=np.int32)
         seg, mask = np.zeros_like(ids), np.zeros_like(ids)
-        for i, ex in enumerate(tracked(examples, f"encoding {self.task} {name}",
+        for i, ex in enumerate(tracked(examples, f"laying out {self.task} {name}",
                                          lambda e: text_bytes(e.text_a, e.text_b))):
-            b = tok.encode(ex.text_b) if ex.text_b is not None else None
-            ids[i], seg[i], mask[i] = encode_pair(tok.encode(ex.text_a), b, self.max_seq_len, self.layout, **specials)
+            b = self.encoded.ids(ex.text_b) if ex.text_b is not None else None
+            ids[i], seg[i], mask[i] = encode_pair(self.encoded.ids(ex.text_a), b, self.max_seq_len, self.layout,
+                                                  **specials)
         labels = None
         if labelled:
             labels = (np.array([e.label for e in examples], dtype=np.float32) if self.is_regression
@@ -228,6 +236,8 @@ class ClassificationDataModule(ResumableTrainOrder, pl.LightningDataModule):
         train = raw["train"][0][: self.max_train_examples] if self.max_train_examples else raw["train"][0]
         raw["train"] = (train, True)
         self.tokenizer = self._load_tokenizer([t for e in train for t in (e.text_a, e.text_b) if t])
+        texts = (t for examples, _ in raw.values() for e in examples for t in (e.text_a, e.text_b) if t is not None)
+        self.encoded = tokenize_texts(texts, self.tokenizer, self.cache_dir, f"{self.task} texts", self.num_proc)
         self.splits = {name: self._encode(name, ex, lab) for name, (ex, lab) in raw.items()}
 
     @property

@@ -81,7 +81,8 @@ def read_csv(root: Path, split: str, ds: DocDataset) -> list[Example]:
         text = " ".join(part.replace("\\n", " ").replace('\\"', '"') for part in row[1:] if part)
         out.append(Example(f"{split}-{i}", text, None, row[0]))
     if not out:
-        raise DataError(f"{path} holds no examples.")
+        raise DataError(f"{path} holds no examples (an empty or truncated copy?); replace it with the "
+                        "dataset's official file.")
     return out
 
 

@@ -124,7 +124,8 @@ def read_split(task: GlueTask, root: Path, split: Split) -> list[Example]:
         guid = row[split.index] if split.index is not None else f"{split.file}-{i}"
         out.append(Example(guid, row[split.a], row[split.b] if split.b is not None else None, label))
     if not out:
-        raise DataError(f"{path} holds no examples.")
+        raise DataError(f"{path} holds no examples (an empty or truncated copy?); replace it with the "
+                        "dataset's official file.")
     return out
 
 

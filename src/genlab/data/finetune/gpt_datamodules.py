@@ -40,6 +40,7 @@ from genlab.data.finetune.race import RaceDataModule, RaceQuestion, question_byt
 from genlab.data.finetune.resumable import ResumableTrainOrder
 from genlab.data.finetune.tokenizer_cache import cached_tokenizer_model
 from genlab.data.sources.tiers import locate
+from genlab.data.text.encoded_texts import tokenize_texts
 from genlab.data.text.progress import text_bytes, tracked
 from genlab.data.tokenizers.gpt_bpe import (
     GPTSentencePiece,
@@ -118,28 +119,28 @@ class GPTClassificationDataModule(GPTLoaders, ClassificationDataModule):
                  tokenizer: str | None = None, vocab_size: int = 40478, lower: bool = True, layout: str = "gpt",
                  max_seq_len: int = 512, batch_size: int = 32, eval_batch_size: int = 64, num_workers: int = 0,
                  max_train_examples: int | None = None, n_folds: int | None = None, fold: int = 0,
-                 seed: int = 0) -> None:
+                 seed: int = 0, num_proc: int | None = None) -> None:
         super().__init__(task, source, path, cache_dir, tokenizer, vocab_size, lower, layout, max_seq_len,
-                         batch_size, eval_batch_size, num_workers, max_train_examples, n_folds, fold)
+                         batch_size, eval_batch_size, num_workers, max_train_examples, n_folds, fold, num_proc)
         self.seed = seed
 
     def _load_tokenizer(self, train_texts: list[str]) -> GPTTokenizer:
         return gpt_tokenizer(self.tokenizer_file, lambda: train_texts, self.cache_dir, self.vocab_size)
 
     def _encode(self, name: str, examples: list[Example], labelled: bool) -> GPTExamples:
-        tok, sp, n = self.tokenizer, T.SpecialTokens.after_vocab(self.tokenizer.vocab_size), self.max_seq_len
+        ids, sp, n = self.encoded.ids, T.SpecialTokens.after_vocab(self.tokenizer.vocab_size), self.max_seq_len
         tokens: list = []
-        for ex in tracked(examples, f"encoding {self.task} {name}", lambda e: text_bytes(e.text_a, e.text_b)):
-            a = tok.encode(ex.text_a)
+        for ex in tracked(examples, f"laying out {self.task} {name}", lambda e: text_bytes(e.text_a, e.text_b)):
+            a = ids(ex.text_a)
             if ex.text_b is None:
                 if self.layout == "gpt_both_orders":
                     raise DataError(f"data.layout=gpt_both_orders needs sentence pairs; data.task={self.task} has "
                                     "single texts: use data.layout=gpt.")
                 tokens.append(T.classification(a, sp, n))
             elif self.layout == "gpt_both_orders":
-                tokens.append(list(T.similarity(a, tok.encode(ex.text_b), sp, n)))
+                tokens.append(list(T.similarity(a, ids(ex.text_b), sp, n)))
             else:
-                tokens.append(T.entailment(a, tok.encode(ex.text_b), sp, n))
+                tokens.append(T.entailment(a, ids(ex.text_b), sp, n))
         labels = None
         if labelled:
             labels = ([float(e.label) for e in examples] if self.is_regression
@@ -159,9 +160,9 @@ class GPTRaceDataModule(GPTLoaders, RaceDataModule):
 
     def __init__(self, source: str = "path", path: str | None = None, cache_dir: str | None = None,
                  tokenizer: str | None = None, vocab_size: int = 40478, max_seq_len: int = 512, batch_size: int = 32,
-                 eval_batch_size: int = 32, num_workers: int = 0, seed: int = 0) -> None:
+                 eval_batch_size: int = 32, num_workers: int = 0, seed: int = 0, num_proc: int | None = None) -> None:
         super().__init__(source, path, cache_dir, tokenizer, vocab_size, True, "gpt", max_seq_len,
-                         max_seq_len, batch_size, eval_batch_size, num_workers)
+                         max_seq_len, batch_size, eval_batch_size, num_workers, num_proc)
         self.seed = seed
 
     def _make_tokenizer(self, root: Path, train: list[RaceQuestion]) -> GPTTokenizer:
@@ -169,11 +170,13 @@ class GPTRaceDataModule(GPTLoaders, RaceDataModule):
                          *(o for q in train for o in q.options)]
         return gpt_tokenizer(self.tokenizer_file, texts, self.cache_dir, self.vocab_size)
 
+    def _texts(self, q: RaceQuestion) -> list[str]:
+        return [q.article, q.question, *q.options]
+
     def _dataset(self, qs: list[RaceQuestion]) -> GPTExamples:
-        tok, sp = self.tokenizer, T.SpecialTokens.after_vocab(self.tokenizer.vocab_size)
-        tokens = [T.multiple_choice(tok.encode(q.article), tok.encode(q.question), [tok.encode(o) for o in q.options],
-                                    sp, self.max_seq_len)
-                  for q in tracked(qs, "encoding RACE questions", question_bytes)]
+        ids, sp = self.encoded.ids, T.SpecialTokens.after_vocab(self.tokenizer.vocab_size)
+        tokens = [T.multiple_choice(ids(q.article), ids(q.question), [ids(o) for o in q.options], sp, self.max_seq_len)
+                  for q in tracked(qs, "laying out RACE questions", question_bytes)]
         return GPTExamples(tokens, [q.label for q in qs], {"level": [q.level for q in qs], "qid": [q.qid for q in qs]})
 
     def train_dataloader(self) -> DataLoader:
@@ -191,9 +194,10 @@ class GPTStoryClozeDataModule(GPTLoaders, ResumableTrainOrder, pl.LightningDataM
     def __init__(self, source: str = "path", path: str | None = None, cache_dir: str | None = None,
                  tokenizer: str | None = None, vocab_size: int = 40478, max_seq_len: int = 512, n_dev: int = 374,
                  split_seed: int = sc.RELEASE_SEED, batch_size: int = 32, eval_batch_size: int = 64,
-                 num_workers: int = 0, seed: int = 0) -> None:
+                 num_workers: int = 0, seed: int = 0, num_proc: int | None = None) -> None:
         super().__init__()
         self.source, self.path, self.cache_dir, self.tokenizer_file = source, path, cache_dir, tokenizer
+        self.num_proc = num_proc
         self.vocab_size, self.max_seq_len, self.n_dev, self.split_seed = vocab_size, max_seq_len, n_dev, split_seed
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
         self.num_workers, self.seed = num_workers, seed
@@ -213,11 +217,13 @@ class GPTStoryClozeDataModule(GPTLoaders, ResumableTrainOrder, pl.LightningDataM
         train, dev = sc.release_split(sc.read_stories(root / sc.VAL_FILE), self.n_dev, self.split_seed)
         splits = {"train": train, "dev": dev, "test": sc.read_stories(root / sc.TEST_FILE)}
         texts = lambda: [t for s in train for t in (s.context, *s.endings)]
-        self.tokenizer = gpt_tokenizer(self.tokenizer_file, texts, self.cache_dir, self.vocab_size)
-        sp, part = T.SpecialTokens.after_vocab(self.tokenizer.vocab_size), self.max_seq_len // 2 - 2
+        tok = self.tokenizer = gpt_tokenizer(self.tokenizer_file, texts, self.cache_dir, self.vocab_size)
+        encoded = tokenize_texts((t for stories in splits.values() for s in stories for t in (s.context, *s.endings)),
+                                 tok, self.cache_dir, "story_cloze texts", self.num_proc)
+        sp, part = T.SpecialTokens.after_vocab(tok.vocab_size), self.max_seq_len // 2 - 2
         for name, stories in splits.items():
-            tokens = [T.story_cloze(self.tokenizer.encode(s.context), [self.tokenizer.encode(e) for e in s.endings],
-                                    sp, part) for s in stories]
+            tokens = [T.story_cloze(encoded.ids(s.context), [encoded.ids(e) for e in s.endings], sp, part)
+                      for s in stories]
             self.data[name] = GPTExamples(tokens, [s.label for s in stories],
                                           {"qid": [s.story_id for s in stories]})
 

@@ -25,8 +25,8 @@ and the training question skipped, as the official preprocessing does.
 
 from __future__ import annotations
 
-import json
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,7 +48,9 @@ from genlab.data.finetune.squad_align import (
 )
 from genlab.data.finetune.tokenizer_cache import piece_model
 from genlab.data.sources.tiers import DatasetSpec, locate
-from genlab.data.text.progress import text_bytes, tracked
+from genlab.data.text.encoded_texts import EncodedTexts, encode_texts, tokenize_texts, tokenizer_identity
+from genlab.data.text.json_stream import iter_json_array
+from genlab.data.text.progress import Progress, text_bytes, tracked
 from genlab.data.tokenizers.from_checkpoint import load_tokenizer, special_ids
 from genlab.data.tokenizers.wordpiece import WordPieceTokenizer
 from genlab.data.tokenizers.xlnet_pieces import PieceTokenizer
@@ -67,27 +69,41 @@ class SquadExample:
     is_impossible: bool
 
 
-def read_squad(path: Path) -> tuple[list[dict], list[SquadExample]]:
-    """(the JSON's ``data`` list for evaluation, flat examples)."""
+def squad_articles(path: Path, buffer_bytes: int | None = None) -> Iterator[tuple[dict, list[SquadExample]]]:
+    """(article, its flat examples) for each article of a SQuAD JSON file, streamed: memory holds one article,
+    not the file (``genlab.data.text.json_stream``)."""
     path = Path(path)
     if not path.is_file():
         raise DataError(f"SQuAD file {path} does not exist; data.path must hold train-v{{1.1,2.0}}.json and dev-*.json.")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))["data"]
-    except (json.JSONDecodeError, KeyError, UnicodeDecodeError) as err:
-        raise DataError(f"{path} is not a SQuAD JSON file (data[].paragraphs[].qas[]): {err}") from err
-    out = []
-    for a, article in enumerate(data):
+    progress, done = Progress(f"reading {path.name}", path.stat().st_size), 0
+    for a, (offset, article) in enumerate(iter_json_array(path, "data", buffer_bytes)):
+        progress.advance(offset - done)
+        done, out = offset, []
         try:
             for para in article["paragraphs"]:
                 for qa in para["qas"]:
                     impossible = bool(qa.get("is_impossible", False))
                     out.append(SquadExample(qa["id"], qa["question"], para["context"],
                                             [] if impossible else list(qa.get("answers", [])), impossible))
-        except (KeyError, TypeError) as err:
-            raise DataError(f"{path}: article {a} ({article.get('title', '?') if isinstance(article, dict) else '?'})"
-                            f" lacks {err} -- every paragraph needs 'context' and 'qas', every question 'id' and "
-                            "'question'. Fix the file or use the official one.") from err
+        except (KeyError, TypeError, AttributeError) as err:
+            title = article.get("title", "?") if isinstance(article, dict) else "?"
+            raise DataError(f"{path}: article {a} ({title}, byte offset {offset}) lacks {err} -- every paragraph "
+                            "needs 'context' and 'qas', every question 'id' and 'question'. Fix the file or use the "
+                            "official one.") from err
+        yield article, out
+    progress.finish()
+
+
+def read_squad(path: Path, keep_data: bool = True, buffer_bytes: int | None = None
+               ) -> tuple[list[dict], list[SquadExample]]:
+    """(the JSON's ``data`` list for evaluation, or [] without ``keep_data``; flat examples). Read article by
+    article, so a training file costs its examples, not its parse tree."""
+    data: list[dict] = []
+    out: list[SquadExample] = []
+    for article, examples in squad_articles(path, buffer_bytes):
+        if keep_data:
+            data.append(article)
+        out.extend(examples)
     return data, out
 
 
@@ -101,6 +117,32 @@ def tokenize_paragraph(context: str, tok) -> Paragraph:
     pieces = [UNK_CHAR if i == UNK_ID else tok.pieces[i] for i in ids]
     starts, ends = align_pieces(context, pieces, lower=getattr(tok, "lower", False))
     return Paragraph(ids, starts, ends)
+
+
+@dataclass
+class EncodedSquad:
+    """Every paragraph's pieces with their character spans, and every question's pieces, tokenised once over
+    ``num_proc`` processes and cached (``genlab.data.text.encoded_texts``): the windows are laid out from these."""
+
+    paragraphs: EncodedTexts
+    questions: EncodedTexts
+
+    def paragraph(self, context: str) -> Paragraph:
+        return Paragraph(self.paragraphs.ids(context), self.paragraphs.field(context, "starts").astype(np.int64),
+                         self.paragraphs.field(context, "ends").astype(np.int64))
+
+
+def encode_squad(examples: list[SquadExample], tok, cache_dir: str | None, what: str,
+                 num_proc: int | None = None) -> EncodedSquad:
+    def paragraph_fields(context: str) -> tuple:
+        para = tokenize_paragraph(context, tok)
+        return para.ids, para.char_start, para.char_end
+
+    paragraphs = encode_texts((e.context for e in examples), paragraph_fields,
+                              ("squad paragraph", tokenizer_identity(tok)), cache_dir, f"{what} paragraphs",
+                              fields=("ids", "starts", "ends"), num_proc=num_proc)
+    return EncodedSquad(paragraphs, tokenize_texts((e.question for e in examples), tok, cache_dir,
+                                                   f"{what} questions", num_proc))
 
 
 # ------------------------------------------------------------------------------------------------ windows
@@ -147,7 +189,8 @@ def _answer_problem(ex: SquadExample) -> str | None:
 
 @dataclass
 class SquadFeatures:
-    """Arrays over windows plus what post-processing needs to go back to text."""
+    """Arrays over windows plus what post-processing needs to go back to text (the [F, T] ones narrow: int32 ids,
+    int8 segments and masks; the dataset widens them per item)."""
 
     input_ids: np.ndarray
     token_type_ids: np.ndarray
@@ -163,9 +206,10 @@ class SquadFeatures:
 
 
 def build_features(examples: list[SquadExample], tok, max_seq_len: int = 512, doc_stride: int = 128,
-                   max_query_length: int = 64, training: bool = False, layout: str = "xlnet"
-                   ) -> tuple[SquadFeatures, int]:
-    """Windows of every example; returns (features, number of answers whose text mismatched its offset)."""
+                   max_query_length: int = 64, training: bool = False, layout: str = "xlnet",
+                   encoded: EncodedSquad | None = None) -> tuple[SquadFeatures, int]:
+    """Windows of every example; returns (features, number of answers whose text mismatched its offset).
+    ``encoded``: the examples' texts already tokenised (:func:`encode_squad`); None tokenises here."""
     specials = special_ids(tok)
     if specials and layout == "xlnet":
         raise DataError(f"data.layout={layout!r} with a WordPiece (BERT) tokenizer: a BERT checkpoint reads "
@@ -180,9 +224,10 @@ def build_features(examples: list[SquadExample], tok, max_seq_len: int = 512, do
     windows, paragraphs, bad = [], [], 0
     cache: dict[str, Paragraph] = {}
     for ei, ex in enumerate(tracked(examples, "windowing SQuAD questions", lambda e: text_bytes(e.question))):
-        para = cache.get(ex.context) or cache.setdefault(ex.context, tokenize_paragraph(ex.context, tok))
+        para = cache.get(ex.context) or cache.setdefault(ex.context, encoded.paragraph(ex.context) if encoded
+                                                         else tokenize_paragraph(ex.context, tok))
         paragraphs.append(para)
-        q = tok.encode(ex.question)[:max_query_length]
+        q = (encoded.questions.ids(ex.question) if encoded else tok.encode(ex.question))[:max_query_length]
         span = None
         if training and not ex.is_impossible:
             problem = _answer_problem(ex)
@@ -215,10 +260,12 @@ def build_features(examples: list[SquadExample], tok, max_seq_len: int = 512, do
                 st, en, imp = span[0] - s + ctx, span[1] - s + ctx, 0
             else:
                 st, en, imp = cls, cls, 1
-            cols["ids"].append(ids + [pad_id] * pad)
-            cols["seg"].append(seg + [seg_pad] * pad)
-            cols["mask"].append([1] * len(ids) + [0] * pad)
-            cols["p"].append(p + [1] * pad)
+            # one narrow array per window (int32/int8, widened per item): a list of lists of Python ints cost
+            # ~4x the memory (5 GB for SQuAD 2.0's 129k windows)
+            cols["ids"].append(np.array(ids + [pad_id] * pad, dtype=np.int32))
+            cols["seg"].append(np.array(seg + [seg_pad] * pad, dtype=np.int8))
+            cols["mask"].append(np.array([1] * len(ids) + [0] * pad, dtype=np.int8))
+            cols["p"].append(np.array(p + [1] * pad, dtype=np.int8))
             cols["cls"].append(cls)
             cols["s"].append(st)
             cols["e"].append(en)
@@ -228,10 +275,12 @@ def build_features(examples: list[SquadExample], tok, max_seq_len: int = 512, do
                             "max_context": best[s:s + n] == w})
 
     def arr(key: str, dtype=np.int64) -> np.ndarray:
-        shape = (len(cols[key]), max_seq_len) if key in ("ids", "seg", "mask", "p") else (len(cols[key]),)
-        return np.array(cols[key], dtype=dtype).reshape(shape)
+        return np.array(cols[key], dtype=dtype)
 
-    feats = SquadFeatures(arr("ids"), arr("seg"), arr("mask"), arr("p", np.float32), arr("cls"), arr("s"), arr("e"),
+    def rows(key: str) -> np.ndarray:
+        return np.stack(cols[key]) if cols[key] else np.zeros((0, max_seq_len), dtype=np.int8)
+
+    feats = SquadFeatures(rows("ids"), rows("seg"), rows("mask"), rows("p"), arr("cls"), arr("s"), arr("e"),
                           arr("imp", np.float32), arr("ex"), windows, paragraphs)
     return feats, bad
 
@@ -299,8 +348,10 @@ class _FeatureDataset(Dataset):
 
     def __getitem__(self, i: int) -> dict[str, Any]:
         f = self.f
-        return {"input_ids": torch.from_numpy(f.input_ids[i]), "token_type_ids": torch.from_numpy(f.token_type_ids[i]),
-                "attention_mask": torch.from_numpy(f.attention_mask[i]), "p_mask": torch.from_numpy(f.p_mask[i]),
+        return {"input_ids": torch.from_numpy(f.input_ids[i]).long(),
+                "token_type_ids": torch.from_numpy(f.token_type_ids[i]).long(),
+                "attention_mask": torch.from_numpy(f.attention_mask[i]).long(),
+                "p_mask": torch.from_numpy(f.p_mask[i]).float(),
                 "cls_index": int(f.cls_index[i]), "start_positions": int(f.start_positions[i]),
                 "end_positions": int(f.end_positions[i]), "is_impossible": float(f.is_impossible[i]),
                 "feature_index": i}
@@ -319,7 +370,8 @@ class SquadDataModule(ResumableTrainOrder, pl.LightningDataModule):
                  cache_dir: str | None = None, tokenizer: str | None = None, vocab_size: int = 32000,
                  lower: bool = False, layout: str = "xlnet", max_seq_len: int = 512, doc_stride: int = 128,
                  max_query_length: int = 64, batch_size: int = 48, eval_batch_size: int = 64,
-                 num_workers: int = 0, eval_version: str | None = None, eval_path: str | None = None) -> None:
+                 num_workers: int = 0, eval_version: str | None = None, eval_path: str | None = None,
+                 num_proc: int | None = None) -> None:
         super().__init__()
         for key, v in (("version", version), ("eval_version", eval_version or version)):
             if v not in ("1.1", "2.0"):
@@ -330,6 +382,7 @@ class SquadDataModule(ResumableTrainOrder, pl.LightningDataModule):
         self.tokenizer_file, self.vocab_size, self.lower, self.layout = tokenizer, vocab_size, lower, layout
         self.max_seq_len, self.doc_stride, self.max_query_length = max_seq_len, doc_stride, max_query_length
         self.batch_size, self.eval_batch_size, self.num_workers = batch_size, eval_batch_size, num_workers
+        self.num_proc = num_proc  # tokenising processes (null: the cores available, at most 8)
         self.tokenizer = None
         self.bad_answers = 0
         self.dev_data: list[dict] = []
@@ -368,7 +421,7 @@ class SquadDataModule(ResumableTrainOrder, pl.LightningDataModule):
         if "dev" in self.features:
             return
         root, dev_root = self._roots()
-        _, train = read_squad(root / f"train-v{self.version}.json")
+        _, train = read_squad(root / f"train-v{self.version}.json", keep_data=False)
         self._train_examples = train
         self.dev_data, self.dev_examples = read_squad(dev_root / f"dev-v{self.dev_version}.json")
         if self.tokenizer_file is not None:  # the checkpoint's: SentencePiece .model, BERT vocab.txt or folder
@@ -377,11 +430,13 @@ class SquadDataModule(ResumableTrainOrder, pl.LightningDataModule):
             lines = [*dict.fromkeys(e.context for e in train), *(e.question for e in train)]
             self.tokenizer = PieceTokenizer(piece_model(lines, self.cache_dir, self.vocab_size), self.lower)
         self.features["dev"], _ = build_features(self.dev_examples, self.tokenizer, training=False,
-                                                 **self._feature_args())
+                                                 **self._feature_args("dev"))
 
-    def _feature_args(self) -> dict[str, Any]:
+    def _feature_args(self, split: str) -> dict[str, Any]:
+        examples = self.dev_examples if split == "dev" else self._train_examples
         return {"max_seq_len": self.max_seq_len, "doc_stride": self.doc_stride,
-                "max_query_length": self.max_query_length, "layout": self.layout}
+                "max_query_length": self.max_query_length, "layout": self.layout,
+                "encoded": encode_squad(examples, self.tokenizer, self.cache_dir, f"squad {split}", self.num_proc)}
 
     def train_features(self) -> SquadFeatures:
         """Windows of the training questions with their labels (built once; unusable answers are counted in
@@ -390,7 +445,7 @@ class SquadDataModule(ResumableTrainOrder, pl.LightningDataModule):
             if "dev" not in self.features:
                 self.setup("fit")
             self.features["train"], self.bad_answers = build_features(self._train_examples, self.tokenizer,
-                                                                      training=True, **self._feature_args())
+                                                                      training=True, **self._feature_args("train"))
             if self.bad_answers:
                 log.warning("%d SQuAD training answers were unusable (see the warnings above) and were skipped",
                             self.bad_answers)

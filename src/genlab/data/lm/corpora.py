@@ -99,7 +99,7 @@ def _read_lm1b_mos(root: Path, vocab: Vocab | None, num_proc: int, vocab_size: i
     ``<eos>`` after every sentence, valid heldout-00/10 and test heldout-20/30/40."""
     vocab = R.build_lm1b_top_vocab(root, vocab_size, num_proc=num_proc) if vocab is None else vocab
     return R.read_lm1b(root, "eos", shuffle_seed, valid_shards=R.LM1B_MOS_VALID, test_shards=R.LM1B_MOS_TEST,
-                       vocab=vocab, lower=True)
+                       vocab=vocab, lower=True, num_proc=num_proc)
 
 WORD_MINI_VERSION = "2"  # bump when the excerpt's markup stripping changes, so cached minis are rebuilt
 ORDER_CHOICES = {"vocab_order": ("frequency", "first_appearance")}
@@ -200,7 +200,8 @@ DATASETS: dict[str, LMDataset] = {
             homepage="http://www.statmt.org/lm-benchmark/",
         ),
         "word", "ppl",
-        lambda root, vocab, num_proc, convention, shuffle_seed: R.read_lm1b(root, convention, shuffle_seed),  # vocab: its file
+        lambda root, vocab, num_proc, convention, shuffle_seed: R.read_lm1b(root, convention, shuffle_seed,
+                                                                              num_proc=num_proc),  # vocab: its file
         {"convention": "pytorch", "shuffle_seed": 0}, {"convention": R.LM1B_CONVENTIONS},
     ),
     "lm1b_mos": LMDataset(

@@ -363,6 +363,39 @@ def lm1b_stream(sentences: Sequence[str], vocab: Vocab, convention: str, where: 
     return vocab.encode(tokens, where=where)
 
 
+LM1B_MARKERS = {"eos": (EOS, 0, 1), "pytorch": ("<S>", 0, 1), "tf": ("<S>", 1, 1)}  # marker, before, after
+
+
+@dataclass(frozen=True)
+class ShardEncoder:
+    """One LM1B shard's sentences encoded in file order: (ids, words per sentence). A worker's job; the parent
+    shuffles the sentences and adds the boundary symbols (:func:`lm1b_layout`)."""
+
+    vocab: Vocab
+    lower: bool = False
+
+    def __call__(self, path: Path) -> tuple[np.ndarray, np.ndarray]:
+        words = [s.split() for s in _sentences(path, self.lower)]
+        lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
+        return self.vocab.encode([w for sentence in words for w in sentence], where=str(path)), lengths
+
+
+def lm1b_layout(ids: np.ndarray, lengths: np.ndarray, order: np.ndarray, marker: int, convention: str,
+                opening: bool) -> np.ndarray:
+    """:func:`lm1b_stream` of the sentences taken in ``order`` from ``ids`` (concatenated, ``lengths`` words each),
+    vectorised: every position that is not a word holds the boundary ``marker``."""
+    _, before, after = LM1B_MARKERS[convention]
+    lead = int(opening and convention == "pytorch")
+    seg = lengths[order]
+    word_start = (np.cumsum(lengths) - lengths)[order]
+    block = seg + before + after
+    block_start = lead + np.cumsum(block) - block
+    into = np.repeat(block_start + before - (np.cumsum(seg) - seg), seg) + np.arange(int(seg.sum()))
+    out = np.full(lead + int(block.sum()), marker, dtype=np.int32)
+    out[into] = ids[np.repeat(word_start - (np.cumsum(seg) - seg), seg) + np.arange(int(seg.sum()))]
+    return out
+
+
 def _sentences(path: Path, lower: bool = False) -> list[str]:
     out: list[str] = []
     for block in _read_lines(path):
@@ -392,12 +425,14 @@ def read_lm1b(
     test_shards: Sequence[str] = (LM1B_HELDOUT,),
     vocab: Vocab | None = None,
     lower: bool = False,
+    num_proc: int = 1,
 ):
     """LM1B: training shards (shard order and the sentences in each shard shuffled with ``shuffle_seed``), and
     held-out shards for valid and test; by default ``heldout-00000`` as both and the vocabulary of
     ``1b_word_vocab.txt`` (TXL ``getdata.sh``). MoS passes its own shards, a top-K ``vocab`` and ``lower``.
 
-    ``train`` is an iterator of per-shard id arrays (see :func:`materialize`); valid and test are arrays.
+    ``train`` is an iterator of per-shard id arrays (see :func:`materialize`), the shards encoded over ``num_proc``
+    processes (the same arrays for any count); valid and test are arrays.
     """
     if convention not in LM1B_CONVENTIONS:
         raise DataError(f"lm1b convention {convention!r} is not one of {LM1B_CONVENTIONS}.")
@@ -410,11 +445,15 @@ def read_lm1b(
     def train_stream() -> Iterator[np.ndarray]:
         """One shard at a time (0.8B tokens do not need to sit in memory twice)."""
         rng = np.random.default_rng(shuffle_seed)
-        for k, shard in enumerate(rng.permutation(len(train_shards))):
-            path = root / train_shards[int(shard)]
-            sents = _sentences(path, lower)
-            sents = [sents[i] for i in rng.permutation(len(sents))]
-            yield lm1b_stream(sents, vocab, convention, str(path), opening=k == 0)
+        paths = [root / train_shards[int(k)] for k in rng.permutation(len(train_shards))]
+        progress = Progress(f"encoding {len(paths)} LM1B training shards", total_bytes(paths))
+        marker = int(vocab.encode([LM1B_MARKERS[convention][0]], where=str(root))[0])
+        for k, (path, (ids, lengths)) in enumerate(zip(paths, ordered_map(ShardEncoder(vocab, lower), paths,
+                                                                          num_proc))):
+            # the same draws as shuffling each shard's sentence list in shard order
+            yield lm1b_layout(ids, lengths, rng.permutation(len(lengths)), marker, convention, opening=k == 0)
+            progress.advance(path.stat().st_size)
+        progress.finish()
 
     def heldout(shards: Sequence[str]) -> np.ndarray:
         sents = [s for shard in shards for s in _sentences(root / shard, lower)]

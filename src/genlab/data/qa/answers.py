@@ -28,6 +28,8 @@ from typing import Protocol
 
 import numpy as np
 
+from genlab.data.text.chunks import read_lines, total_bytes
+from genlab.data.text.progress import Progress
 from genlab.data.text.sentences import split_sentences
 from genlab.errors import DataError
 from genlab.utils import atomic_write
@@ -216,33 +218,38 @@ def read_unlabeled(path: Path, extractor: AnswerExtractor | None = None) -> list
         raise DataError(f"unlabelled paragraphs {path} do not exist: data.unlabeled_path must be a JSONL file, one "
                         '{"id", "context", "answers": [{"text", "answer_start", "type"}]} per line.')
     rows, bad, empty = [], 0, 0
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
+    # answer extraction (a tagger per paragraph) dominates: report per line, not per piece read
+    progress = Progress(f"extracting answers from {path.name}", total_bytes([path])) if extractor else None
+    for n, line in enumerate(read_lines(path, progress=extractor is None), 1):
+        if progress:
+            progress.advance(len(line.encode()))
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+            context = str(obj["context"])
+            answers = [a.as_json() for a in extractor(context)] if extractor else obj.get("answers") or []
+            pid = str(obj.get("id", n))
+        except (json.JSONDecodeError, KeyError, TypeError) as err:
+            raise DataError(f"{path}, line {n}: not an unlabelled paragraph ({err}); every line must be "
+                            '{"id", "context", "answers": [{"text", "answer_start", "type"}]}.') from err
+        kept = []
+        for a in answers:
             try:
-                obj = json.loads(line)
-                context = str(obj["context"])
-                answers = [a.as_json() for a in extractor(context)] if extractor else obj.get("answers") or []
-                pid = str(obj.get("id", n))
-            except (json.JSONDecodeError, KeyError, TypeError) as err:
-                raise DataError(f"{path}, line {n}: not an unlabelled paragraph ({err}); every line must be "
-                                '{"id", "context", "answers": [{"text", "answer_start", "type"}]}.') from err
-            kept = []
-            for a in answers:
-                try:
-                    text, start = str(a["text"]), int(a["answer_start"])
-                except (KeyError, TypeError, ValueError):
-                    bad += 1
-                    continue
-                if not text.strip() or context[start:start + len(text)] != text:
-                    bad += 1
-                    continue
-                kept.append(Answer(text, start, str(a.get("type") or "Other")))
-            if kept:
-                rows.append(UnlabeledParagraph(pid, context, kept))
-            else:
-                empty += 1
+                text, start = str(a["text"]), int(a["answer_start"])
+            except (KeyError, TypeError, ValueError):
+                bad += 1
+                continue
+            if not text.strip() or context[start:start + len(text)] != text:
+                bad += 1
+                continue
+            kept.append(Answer(text, start, str(a.get("type") or "Other")))
+        if kept:
+            rows.append(UnlabeledParagraph(pid, context, kept))
+        else:
+            empty += 1
+    if progress:
+        progress.finish()
     if not rows:
         raise DataError(f"{path} has no usable answers ({empty} paragraphs, {bad} answers not matching their "
                         "context): GDAN trains on (paragraph, answer) pairs, so every line needs answers: [{\"text\", "

@@ -3,7 +3,7 @@ training *articles*; the official dev set is the development set (model selectio
 fraction of the *original* training-set size, so 0.9 is the largest and uses every training question left after the
 test articles are removed.
 
-SQuAD files are read with the finetuning suite's reader (genlab.data.finetune.squad.read_squad).
+SQuAD files are read with the finetuning suite's reader (genlab.data.finetune.squad.squad_articles, streamed).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from genlab.data.finetune.squad import read_squad
+from genlab.data.finetune.squad import squad_articles
 from genlab.errors import ConfigError
 
 MAX_LABEL_RATE = 0.9
@@ -29,14 +29,12 @@ class QAExample:
 
 
 def read_articles(path: Path) -> list[tuple[str, list[QAExample]]]:
-    """(title, questions) per article of a SQuAD v1.1 file, in file order."""
-    data, _ = read_squad(path)
+    """(title, questions) per article of a SQuAD v1.1 file, in file order (streamed, one article at a time)."""
     out = []
-    for a, article in enumerate(data):
+    for a, (article, examples) in enumerate(squad_articles(path)):
         title = str(article.get("title", f"article{a}"))
-        qs = [QAExample(str(qa["id"]), str(qa["question"]), para["context"], list(qa.get("answers") or []), title)
-              for para in article["paragraphs"] for qa in para["qas"]]
-        out.append((title, qs))
+        out.append((title, [QAExample(str(e.qid), str(e.question), e.context, list(e.answers or []), title)
+                            for e in examples]))
     return out
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from genlab.data.text.progress import Progress
 from genlab.errors import DataError
 from genlab.utils import sha256_file, stable_hash
 
@@ -199,7 +200,11 @@ def fetch(remote: RemoteFile, dest: Path) -> Path:
     tmp = dest.with_name(f".{dest.name}.part")
     try:
         with urllib.request.urlopen(remote.url, timeout=DOWNLOAD_TIMEOUT_S) as resp, open(tmp, "wb") as out:
-            shutil.copyfileobj(resp, out, length=1 << 20)
+            progress = Progress(f"downloading {remote.url}", int(resp.headers.get("Content-Length") or 0))
+            while block := resp.read(1 << 20):
+                out.write(block)
+                progress.advance(len(block))
+            progress.finish()
     except OSError as err:
         tmp.unlink(missing_ok=True)
         raise DataError(

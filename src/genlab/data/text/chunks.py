@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from genlab.data.text.progress import Progress
 from genlab.errors import DataError
 
 PIECE_BYTES = 1 << 20  # fixed, so the pieces (and the cache built from them) do not depend on the worker count
@@ -71,13 +72,19 @@ def _decode(path: str, offset: int, data: bytes, final: bool) -> str:
                         "convert it (e.g. iconv -t utf-8) or remove it from the corpus.") from err
 
 
-def read_lines(path: str | os.PathLike) -> Iterator[str]:
+def read_lines(path: str | os.PathLike, progress: bool = True) -> Iterator[str]:
     """The lines of a text file with their line ends, as ``open(path, newline="")`` yields them (what ``csv.reader``
     wants), read in bounded pieces; a leading byte-order mark is dropped. A binary or non-UTF-8 file is a DataError
-    naming the file and byte offset instead of a traceback."""
+    naming the file and byte offset instead of a traceback. ``progress``: log bytes consumed, rate and time left
+    while a long read runs (a caller whose per-line work dominates logs its own)."""
+    report = Progress(f"reading {Path(path).name}", total_bytes([path])) if progress else None
     for piece in line_pieces(path):
         text = decode_piece(piece)
         yield from io.StringIO(text.removeprefix("\ufeff") if piece.offset == 0 else text, newline="")
+        if report:
+            report.advance(len(piece.data))
+    if report:
+        report.finish()
 
 
 def split_lines(text: str) -> list[str]:

@@ -33,8 +33,9 @@ def _duration(s: float) -> str:
 class Progress:
     """Call :meth:`advance` with the bytes just processed; :meth:`finish` when done."""
 
-    def __init__(self, what: str, total: int, every_s: float = EVERY_S):
-        self.what, self.total, self.every_s = what, max(int(total), 1), every_s
+    def __init__(self, what: str, total: int, every_s: float | None = None):
+        # total <= 0: unknown (a download without a length)
+        self.what, self.total, self.every_s = what, int(total), EVERY_S if every_s is None else every_s
         self.done = 0
         self.start = self.last = time.monotonic()
         self.printed = False
@@ -45,7 +46,10 @@ class Progress:
         if now - self.last >= self.every_s:
             self.last, self.printed = now, True
             rate = self.done / max(now - self.start, 1e-9)
-            left = (self.total - self.done) / max(rate, 1e-9)
+            if self.total <= 0:
+                log.info("%s: %s, %s/s", self.what, _size(self.done), _size(rate))
+                return
+            left = max(self.total - self.done, 0) / max(rate, 1e-9)
             log.info("%s: %s of %s (%.0f%%), %s/s, about %s left", self.what, _size(self.done), _size(self.total),
                      100 * self.done / self.total, _size(rate), _duration(left))
 
@@ -57,8 +61,9 @@ class Progress:
 
 
 @contextmanager
-def heartbeat(what: str, every_s: float = EVERY_S) -> Iterator[None]:
+def heartbeat(what: str, every_s: float | None = None) -> Iterator[None]:
     """For a step that reports nothing itself (SentencePiece training): log the time spent every ``every_s``."""
+    every_s = EVERY_S if every_s is None else every_s
     stop = threading.Event()
     start = time.monotonic()
 
@@ -82,7 +87,7 @@ def text_bytes(*texts: str | None) -> int:
     return sum(len(t.encode()) for t in texts if t)
 
 
-def tracked(items: Sequence[T], what: str, size: Callable[[T], int], every_s: float = EVERY_S) -> Iterator[T]:
+def tracked(items: Sequence[T], what: str, size: Callable[[T], int], every_s: float | None = None) -> Iterator[T]:
     """``items`` one by one, logging :class:`Progress` by ``size(item)`` bytes (e.g. :func:`text_bytes` of an
     example's texts) while a long loop (tokenising a finetuning split) consumes them."""
     progress = Progress(what, sum(size(item) for item in items), every_s)
