@@ -71,10 +71,12 @@ def test_adaptive_softmax_tails_counted_for_their_tokens_only():
     assert peak_adaptive < 0.5 * peak_full
 
 
-@pytest.mark.parametrize("preset", ["bert_stsb_mini", "xlnet_race_mini", "funnel_squad1_mini"])
+@pytest.mark.parametrize("preset", ["bert_stsb_mini", "xlnet_race_mini", "funnel_squad1_mini", "gpt_race_mini",
+                                    "gpt_mrpc_mini"])
 def test_finetuning_tasks_probed_on_their_own_batch(compose_cfg, preset):
-    """Regression, multiple choice ([B, choices, T]) and span extraction: the peak extrapolated from two probe
-    batches equals that of the real batch (linear in rows), so the guard no longer falls back to a formula."""
+    """Regression, multiple choice ([B, choices, T]), span extraction, GPT-1's choices and both orders ([B, 2, T]):
+    the peak extrapolated from two probe batches equals that of the real batch (linear in rows), so the guard no
+    longer falls back to a formula."""
 
     cfg = compose_cfg([f"experiment={preset}", "data.batch_size=6", "data.max_seq_len=24"])
     torch.manual_seed(0)
