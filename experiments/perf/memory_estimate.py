@@ -101,16 +101,15 @@ def table_row(cfg: DictConfig, name: str, overrides: list[str], tmp: Path) -> st
     configs = [cfg] if depth is None else [compose_preset(name, [*overrides, key.format(*[n] * key.count("{}"))], tmp)
                                           for n in (1, 2)]
     tasks = [build_task(c) for c in configs]
-    acts, deepest, data_bytes = {}, {}, 0
-    for on_cpu in (True, False):
-        ests = [memory.estimate(c, t, on_cpu=on_cpu) for c, t in zip(configs, tasks)]
-        per = [e.activation_bytes or 0 for e in ests]
-        acts[on_cpu], deepest[on_cpu] = per[0] + (0 if depth is None else (depth - 1) * (per[1] - per[0])), per[-1]
-        data_bytes = ests[0].data_bytes
+    probes = [memory_probe.live_and_heap_bytes(c, t, memory.heap_mmap_threshold(c)) or (0, 0)
+              for c, t in zip(configs, tasks)]  # (live, heap) at 1 (and 2) layers
+    gpu_acts, cpu_acts = (probes[0][k] + (0 if depth is None else (depth - 1) * (probes[1][k] - probes[0][k]))
+                          for k in (0, 1))
     if depth is not None:  # the heap's high-water mark is not linear in depth: its overhead over the live bytes is
-        acts[True] = acts[False] * max(1.0, deepest[True] / max(deepest[False], 1))  # taken from the deeper probe
+        cpu_acts = gpu_acts * max(1.0, probes[1][1] / max(probes[1][0], 1))  # taken from the deeper probe
+    data_bytes = memory_probe.batch_bytes(cfg, tasks[0])
     static = (memory.WEIGHT_BYTES + memory.GRADIENT_BYTES + memory.optimizer_bytes_per_param(cfg)) * params + data_bytes
-    cpu, gpu = static + acts[True] + memory.BASELINE_BYTES, static + acts[False]
+    cpu, gpu = static + cpu_acts + memory.BASELINE_BYTES, static + gpu_acts
     length = cfg.data.get("tgt_len") or cfg.data.get("bptt") or cfg.data.get("seq_len")
     return (f"| `{name}` | {params / 1e6:.0f}M | {cfg.data.batch_size} x {length} | {cfg.trainer.precision} "
             f"| {cpu / memory.GB:.1f} GB | {gpu / memory.GB:.1f} GB |")

@@ -10,6 +10,7 @@ from omegaconf import OmegaConf
 
 from genlab import assemble
 from genlab.cli import memory_probe
+from genlab.cli.memory_heap import MMAP_WITH_SETTING
 from genlab.models.transformer_xl import TransformerXL
 from genlab.tasks.lm import LanguageModelTask
 
@@ -55,7 +56,9 @@ def test_probe_extrapolates_to_the_measured_batch():
     small, large = memory_probe.probe_rows(cfg, 48)
     assert (small, large) == (16, 32)
     direct = memory_probe.step_peak_bytes(task, memory_probe.synthetic_batch(cfg, task, 48), "32-true")
-    assert abs(memory_probe.activation_bytes(cfg, task) - direct) / direct < 0.03
+    live, heap = memory_probe.live_and_heap_bytes(cfg, task, MMAP_WITH_SETTING)
+    assert abs(live - direct) / direct < 0.03 and live == memory_probe.activation_bytes(cfg, task)
+    assert heap == memory_probe.activation_bytes(cfg, task, MMAP_WITH_SETTING) >= live  # freed holes stay mapped
 
 
 def test_adaptive_softmax_tails_counted_for_their_tokens_only():

@@ -247,6 +247,13 @@ def activation_bytes(cfg: DictConfig, task: nn.Module, mmap_at: int | None = Non
     or None when no batch can be made. ``mmap_at``: on CPU, glibc's mmap threshold (``genlab.cli.memory_heap``),
     and the estimate is the heap the step grows rather than its live bytes; None: the live bytes (a GPU's caching
     allocator)."""
+    both = live_and_heap_bytes(cfg, task, mmap_at)
+    return None if both is None else both[mmap_at is not None]
+
+
+def live_and_heap_bytes(cfg: DictConfig, task: nn.Module, mmap_at: int | None) -> tuple[int, int] | None:
+    """:func:`activation_bytes` without and with the heap, from one probe (the heap's is the live one without
+    ``mmap_at``)."""
     data = cfg.get("data")
     batch_size = _get(data, "batch_size")
     if not isinstance(batch_size, int):
@@ -270,18 +277,18 @@ def activation_bytes(cfg: DictConfig, task: nn.Module, mmap_at: int | None = Non
         return _step_bytes(spans, at_large[1], mmap_at)
     # another op sequence (an adaptive-softmax tail the small batch missed): the peaks alone are linear
     a, b = _step_bytes(*at_small, mmap_at), _step_bytes(*at_large, mmap_at)
-    return int(a + (b - a) * scale)
+    return int(a[0] + (b[0] - a[0]) * scale), int(a[1] + (b[1] - a[1]) * scale)
 
 
-def _step_bytes(spans: list[list[int]], grads: set[int], mmap_at: int | None) -> int:
-    """The peak of live bytes without the gradients, or, given ``mmap_at``, the heap's high-water mark less the
+def _step_bytes(spans: list[list[int]], grads: set[int], mmap_at: int | None) -> tuple[int, int]:
+    """The peak of live bytes without the gradients, and, given ``mmap_at``, the heap's high-water mark less the
     gradients (they are counted with the weights; in the heap they take their place among the activations)."""
     live = max(timeline(spans, grads), default=0)
     if mmap_at is None:
-        return live
+        return live, live
     from genlab.cli import memory_heap
 
-    return max(live, memory_heap.high_water(spans, mmap_at) - sum(spans[i][2] for i in grads))
+    return live, max(live, memory_heap.high_water(spans, mmap_at) - sum(spans[i][2] for i in grads))
 
 
 def batch_bytes(cfg: DictConfig, task: nn.Module) -> int:
