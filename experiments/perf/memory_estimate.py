@@ -90,25 +90,29 @@ TABLE_HEAD = ("| preset | parameters | micro-batch | precision | estimated peak,
 def table_row(cfg: DictConfig, name: str, overrides: list[str], tmp: Path) -> str:
     """README row: parameters and estimate at the preset's full depth and batch, without building the full model:
     parameters counted on the meta device, activations extrapolated from 1 and 2 layers (layers are identical;
-    Funnel: layers per block, when the blocks are equal; AWD-LSTM whole). GPU: less the CPU process's baseline."""
+    Funnel: layers per block, when the blocks are equal; AWD-LSTM whole). GPU: the live bytes (a caching allocator
+    reuses its blocks), no baseline; CPU: the host heap (genlab.cli.memory_heap) and the process's baseline."""
     with torch.device("meta"):
         params = sum(p.numel() for p in assemble.build_task(cfg, sizes=model_sizes(cfg)).parameters())
     depth, key = cfg.model.get("n_layer"), "model.n_layer={}"
     blocks = cfg.model.get("block_sizes")
     if blocks is not None and len(set(blocks)) == 1:  # Funnel with equal blocks: extrapolate layers per block
         depth, key = blocks[0], "model.block_sizes=[" + ",".join(["{}"] * len(blocks)) + "]"
-    if depth is None:
-        est = memory.estimate(cfg, build_task(cfg))
-        acts = est.activation_bytes or 0
-    else:
-        one, two = (compose_preset(name, [*overrides, key.format(*[n] * key.count("{}"))], tmp) for n in (1, 2))
-        est, est2 = memory.estimate(one, build_task(one)), memory.estimate(two, build_task(two))
-        acts = (est.activation_bytes or 0) + (depth - 1) * ((est2.activation_bytes or 0) - (est.activation_bytes or 0))
-    gpu = (memory.WEIGHT_BYTES + memory.GRADIENT_BYTES + memory.optimizer_bytes_per_param(cfg)) * params + acts \
-        + est.data_bytes
+    configs = [cfg] if depth is None else [compose_preset(name, [*overrides, key.format(*[n] * key.count("{}"))], tmp)
+                                          for n in (1, 2)]
+    tasks = [build_task(c) for c in configs]
+    probes = [memory_probe.live_and_heap_bytes(c, t, memory.heap_mmap_threshold(c)) or (0, 0)
+              for c, t in zip(configs, tasks)]  # (live, heap) at 1 (and 2) layers
+    gpu_acts, cpu_acts = (probes[0][k] + (0 if depth is None else (depth - 1) * (probes[1][k] - probes[0][k]))
+                          for k in (0, 1))
+    if depth is not None:  # the heap's high-water mark is not linear in depth: its overhead over the live bytes is
+        cpu_acts = gpu_acts * max(1.0, probes[1][1] / max(probes[1][0], 1))  # taken from the deeper probe
+    data_bytes = memory_probe.batch_bytes(cfg, tasks[0])
+    static = (memory.WEIGHT_BYTES + memory.GRADIENT_BYTES + memory.optimizer_bytes_per_param(cfg)) * params + data_bytes
+    cpu, gpu = static + cpu_acts + memory.BASELINE_BYTES, static + gpu_acts
     length = cfg.data.get("tgt_len") or cfg.data.get("bptt") or cfg.data.get("seq_len")
     return (f"| `{name}` | {params / 1e6:.0f}M | {cfg.data.batch_size} x {length} | {cfg.trainer.precision} "
-            f"| {(gpu + memory.BASELINE_BYTES) / memory.GB:.1f} GB | {gpu / memory.GB:.1f} GB |")
+            f"| {cpu / memory.GB:.1f} GB | {gpu / memory.GB:.1f} GB |")
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -120,6 +124,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=2)
     p.add_argument("--estimate-only", action="store_true", help="no measurement: estimate vs this machine's memory")
     p.add_argument("--override", nargs="*", default=[], help="more Hydra overrides, e.g. trainer.precision=32-true")
+    p.add_argument("--max-gb", type=float, default=None,
+                   help="measure only presets estimated below this (a shared machine: no run the kernel must kill)")
     p.add_argument("--table", action="store_true", help="README's Markdown table at full depth and batch")
     p.add_argument("--worker", choices=["measure", "estimate", "table"], help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -183,9 +189,13 @@ def main(argv: list[str] | None = None) -> int:
                 room = memory.available_bytes(accelerator)
                 est = worker("estimate", name, overrides, args.steps)
             else:
-                try:  # measured first, then estimated, each in a fresh process
-                    peak = worker("measure", name, overrides, args.steps)["peak"]
+                try:  # estimated, then measured, each in a fresh process
                     est = worker("estimate", name, overrides, args.steps)
+                    if args.max_gb is not None and est["total"] > args.max_gb * memory.GB:
+                        print(f"{name}: estimate {est['total'] / memory.GB:.2f} GB > --max-gb {args.max_gb}: not "
+                              "measured", flush=True)
+                        continue
+                    peak = worker("measure", name, overrides, args.steps)["peak"]
                 except RuntimeError as err:
                     print(f"{name}: measured: FAILED ({err})", flush=True)
                     status = 1

@@ -10,6 +10,7 @@ from omegaconf import OmegaConf
 
 from genlab import assemble
 from genlab.cli import memory_probe
+from genlab.cli.memory_heap import MMAP_WITH_SETTING
 from genlab.models.transformer_xl import TransformerXL
 from genlab.tasks.lm import LanguageModelTask
 
@@ -55,7 +56,9 @@ def test_probe_extrapolates_to_the_measured_batch():
     small, large = memory_probe.probe_rows(cfg, 48)
     assert (small, large) == (16, 32)
     direct = memory_probe.step_peak_bytes(task, memory_probe.synthetic_batch(cfg, task, 48), "32-true")
-    assert abs(memory_probe.activation_bytes(cfg, task) - direct) / direct < 0.03
+    live, heap = memory_probe.live_and_heap_bytes(cfg, task, MMAP_WITH_SETTING)
+    assert abs(live - direct) / direct < 0.03 and live == memory_probe.activation_bytes(cfg, task)
+    assert heap == memory_probe.activation_bytes(cfg, task, MMAP_WITH_SETTING) >= live  # freed holes stay mapped
 
 
 def test_adaptive_softmax_tails_counted_for_their_tokens_only():
@@ -71,10 +74,12 @@ def test_adaptive_softmax_tails_counted_for_their_tokens_only():
     assert peak_adaptive < 0.5 * peak_full
 
 
-@pytest.mark.parametrize("preset", ["bert_stsb_mini", "xlnet_race_mini", "funnel_squad1_mini"])
+@pytest.mark.parametrize("preset", ["bert_stsb_mini", "xlnet_race_mini", "funnel_squad1_mini", "gpt_race_mini",
+                                    "gpt_mrpc_mini"])
 def test_finetuning_tasks_probed_on_their_own_batch(compose_cfg, preset):
-    """Regression, multiple choice ([B, choices, T]) and span extraction: the peak extrapolated from two probe
-    batches equals that of the real batch (linear in rows), so the guard no longer falls back to a formula."""
+    """Regression, multiple choice ([B, choices, T]), span extraction, GPT-1's choices and both orders ([B, 2, T]):
+    the peak extrapolated from two probe batches equals that of the real batch (linear in rows), so the guard no
+    longer falls back to a formula."""
 
     cfg = compose_cfg([f"experiment={preset}", "data.batch_size=6", "data.max_seq_len=24"])
     torch.manual_seed(0)

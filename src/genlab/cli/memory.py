@@ -9,8 +9,9 @@ Bytes, for the run's micro-batch ``data.batch_size`` on one device:
 - activations: the peak of what a forward, loss and backward hold besides the weights (what autograd saves:
   attention maps, the adaptive softmax's per-cluster logits, two-stream attention's both streams, MoS's mixture
   components, autocast's bf16 weight copies; and the backward's temporaries), measured by ``memory_probe`` on
-  synthetic batches of the run's shape (no data read); for models without a probe batch, Korthikanti et al.'s
-  count for transformer-shaped configs (per layer ``2 b s (34 h + 5 a (s + m))`` bytes), else nothing;
+  synthetic batches of the run's shape (no data read); on CPU, the host heap those tensors grow with their
+  fragmentation (``memory_heap``; Funnel B6-6-6: 1.8x the live bytes); for models without a probe batch,
+  Korthikanti et al.'s count for transformer-shaped configs (per layer ``2 b s (34 h + 5 a (s + m))`` bytes), else nothing;
 - the data loader's batches (one real-size batch, plus 2 prefetched per worker).
 
 The model needs the vocabulary size; before any data work it comes from the config (``data.vocab_size``,
@@ -29,7 +30,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
-from genlab.cli import memory_probe
+from genlab.cli import memory_heap, memory_probe
 from genlab.errors import ConfigError
 
 log = logging.getLogger("genlab")
@@ -89,11 +90,16 @@ def optimizer_bytes_per_param(cfg: DictConfig) -> int:
     return 8  # Adam, AdamW, OpenAIAdam: two moments
 
 
+def heap_mmap_threshold(cfg: DictConfig) -> int:
+    """glibc's mmap threshold as the run leaves it (``reuse_host_memory``, genlab.cli.host_memory)."""
+    return memory_heap.MMAP_WITH_SETTING if cfg.get("reuse_host_memory", True) else memory_heap.MMAP_DEFAULT
+
+
 def estimate(cfg: DictConfig, task: torch.nn.Module, on_cpu: bool = True) -> MemoryEstimate:
     """The estimate for ``task`` built from ``cfg`` (``on_cpu``: count the process's own baseline)."""
     params = sum(p.numel() for p in task.parameters())
     trainable = sum(p.numel() for p in task.parameters() if p.requires_grad)
-    probed = memory_probe.activation_bytes(cfg, task)
+    probed = memory_probe.activation_bytes(cfg, task, heap_mmap_threshold(cfg) if on_cpu else None)
     activations = probed if probed is not None else transformer_activation_bytes(cfg)
     return MemoryEstimate(params, WEIGHT_BYTES * params + GRADIENT_BYTES * trainable,
                           optimizer_bytes_per_param(cfg) * trainable, activations,

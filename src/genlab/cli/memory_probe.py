@@ -7,7 +7,7 @@ gradient, to the batch's own, so the maxima alone would not extrapolate). The ba
 word ids follow Zipf's law (rank r has probability ~ 1/r, as in text, over a vocabulary sorted by frequency as every
 genlab vocabulary is), which decides how many tokens an adaptive softmax sends through each of its tail clusters.
 
-Tasks whose synthetic batch is not known here (GANs, graphs, GPT-1 finetuning, GDAN) return None: the caller falls
+Tasks whose synthetic batch is not known here (GANs, graphs, GDAN) return None: the caller falls
 back to a formula.
 """
 
@@ -28,6 +28,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.weak import WeakIdKeyDictionary
 
+# answers per question of GPT-1's multiple-choice data: RACE's 4 options, the Story Cloze Test's 2 endings
+GPT_CHOICES = {"genlab.data.finetune.gpt_datamodules.GPTRaceDataModule": 4,
+               "genlab.data.finetune.gpt_datamodules.GPTStoryClozeDataModule": 2}
 PROBE_TOKENS = 256  # tokens per row x rows of the smaller probe batch: enough for stable adaptive-softmax shares
 
 
@@ -95,11 +98,17 @@ def synthetic_batch(cfg: DictConfig, task: nn.Module, rows: int) -> dict[str, An
 
 
 def _finetune_batch(data: DictConfig | None, task: nn.Module, rows: int, vocab: int) -> dict[str, Any] | None:
-    """A batch of the XLNet/BERT/Funnel finetuning tasks (classification, multiple choice, span extraction)."""
+    """A batch of the XLNet/BERT/Funnel/GPT-1 finetuning tasks (classification, multiple choice, span extraction)."""
     from genlab.tasks.finetune_classification import SequenceClassificationTask
     from genlab.tasks.finetune_multiple_choice import MultipleChoiceTask
     from genlab.tasks.finetune_span import SpanExtractionTask
+    from genlab.tasks.gpt import GPTFinetuneTask
 
+    if isinstance(task, GPTFinetuneTask):  # [B, T], both orders [B, 2, T], or the choices [B, K, T]
+        lead = {"similarity": (2,), "multiple_choice": (GPT_CHOICES.get(str(_get(data, "_target_", "")), 4),)}
+        ids = zipf_ids((rows, *lead.get(task.kind, ()), int(_get(data, "max_seq_len"))), vocab, low=min(10, vocab - 2))
+        labels = torch.zeros(rows) if task.stsb_head else torch.zeros(rows, dtype=torch.long)
+        return {"input_ids": ids, "lm_mask": torch.ones_like(ids), "labels": labels}
     if not isinstance(task, (SequenceClassificationTask, MultipleChoiceTask, SpanExtractionTask)):
         return None
     seq = int(_get(data, "max_seq_len"))
@@ -176,20 +185,27 @@ class _Lifetimes(TorchDispatchMode):
     def _freed(self, i: int, _ref: weakref.ref) -> None:
         self.spans[i][1] = self.ops + 1
 
-    def timeline(self, excluded: list[Tensor]) -> list[int]:
-        """Live bytes after each op, without the storages of ``excluded`` (the parameters' gradients)."""
-        skip = {self._index.get(t.untyped_storage()) for t in excluded}
-        delta = [0] * (self.ops + 2)
-        for i, (first, after, nbytes) in enumerate(self.spans):
-            if i not in skip:
-                delta[first] += nbytes
-                delta[after if after >= 0 else self.ops + 1] -= nbytes
-        return list(accumulate(delta))[1:-1]
+    def excluded(self, tensors: list[Tensor]) -> set[int]:
+        """The spans of ``tensors``' storages (the parameters' gradients)."""
+        return {i for i in (self._index.get(t.untyped_storage()) for t in tensors) if i is not None}
 
 
-def step_timeline(task: nn.Module, batch: dict[str, Any], precision: str) -> list[int]:
-    """Live bytes after each op of a training step's forward, loss and backward, parameters and their gradients
-    excluded (the RNG, the task's mode and gradients, and the memories the step kept are left as they were)."""
+def timeline(spans: list[list[int]], skip: set[int]) -> list[int]:
+    """Live bytes after each op, without the spans in ``skip``."""
+    ops = max((first for first, _, _ in spans), default=0)
+    ops = max([ops, *(after - 1 for _, after, _ in spans)])
+    delta = [0] * (ops + 2)
+    for i, (first, after, nbytes) in enumerate(spans):
+        if i not in skip:
+            delta[first] += nbytes
+            delta[after if after >= 0 else ops + 1] -= nbytes
+    return list(accumulate(delta))[1:-1]
+
+
+def step_spans(task: nn.Module, batch: dict[str, Any], precision: str) -> tuple[list[list[int]], set[int]]:
+    """The storages a training step's forward, loss and backward create ([first op, op after the last, bytes], in
+    allocation order) and which of them are the parameters' gradients (the RNG, the task's mode and gradients, and
+    the memories the step kept are left as they were)."""
     lifetimes = _Lifetimes()
     was_training = task.training
     task.train()
@@ -199,13 +215,18 @@ def step_timeline(task: nn.Module, batch: dict[str, Any], precision: str) -> lis
                 loss = training_loss(task, batch)
             loss.backward()
             del loss
-        return lifetimes.timeline([p.grad for p in task.parameters() if p.grad is not None])
+        return lifetimes.spans, lifetimes.excluded([p.grad for p in task.parameters() if p.grad is not None])
     finally:
         task.train(was_training)
         for param in task.parameters():
             param.grad = None
         if isinstance(getattr(task, "_train_memory", None), list):
             task._train_memory = []
+
+
+def step_timeline(task: nn.Module, batch: dict[str, Any], precision: str) -> list[int]:
+    """Live bytes after each op of a training step, parameters and their gradients excluded."""
+    return timeline(*step_spans(task, batch, precision))
 
 
 def step_peak_bytes(task: nn.Module, batch: dict[str, Any], precision: str) -> int:
@@ -221,9 +242,18 @@ def probe_rows(cfg: DictConfig, batch_size: int) -> tuple[int, int]:
     return small, max(small, min(batch_size, 2 * small))
 
 
-def activation_bytes(cfg: DictConfig, task: nn.Module) -> int | None:
+def activation_bytes(cfg: DictConfig, task: nn.Module, mmap_at: int | None = None) -> int | None:
     """Peak bytes a training step holds beyond parameters and gradients at ``data.batch_size`` (the micro-batch),
-    or None when no batch can be made."""
+    or None when no batch can be made. ``mmap_at``: on CPU, glibc's mmap threshold (``genlab.cli.memory_heap``),
+    and the estimate is the heap the step grows rather than its live bytes; None: the live bytes (a GPU's caching
+    allocator)."""
+    both = live_and_heap_bytes(cfg, task, mmap_at)
+    return None if both is None else both[mmap_at is not None]
+
+
+def live_and_heap_bytes(cfg: DictConfig, task: nn.Module, mmap_at: int | None) -> tuple[int, int] | None:
+    """:func:`activation_bytes` without and with the heap, from one probe (the heap's is the live one without
+    ``mmap_at``)."""
     data = cfg.get("data")
     batch_size = _get(data, "batch_size")
     if not isinstance(batch_size, int):
@@ -237,14 +267,28 @@ def activation_bytes(cfg: DictConfig, task: nn.Module) -> int | None:
     batch = synthetic_batch(cfg, task, small)
     if batch is None:
         return None
-    at_small = step_timeline(task, batch, precision)
-    if large == small:
-        return max(at_small, default=0)
-    at_large = step_timeline(task, synthetic_batch(cfg, task, large), precision)
-    scale = (batch_size - small) / (large - small)
-    if len(at_small) != len(at_large):  # another op sequence (an adaptive-softmax tail the small batch missed)
-        at_small, at_large = [max(at_small, default=0)], [max(at_large, default=0)]
-    return int(max(a + (b - a) * scale for a, b in zip(at_small, at_large)))
+    at_small = step_spans(task, batch, precision)
+    at_large = at_small if large == small else step_spans(task, synthetic_batch(cfg, task, large), precision)
+    scale = 0.0 if large == small else (batch_size - small) / (large - small)
+    aligned = [s[:2] for s in at_small[0]] == [s[:2] for s in at_large[0]] and at_small[1] == at_large[1]
+    if aligned:  # the same storages: each one's size is linear in the rows
+        spans = [[first, after, max(0, round(a + (b - a) * scale))]
+                 for (first, after, a), (_, _, b) in zip(at_small[0], at_large[0])]
+        return _step_bytes(spans, at_large[1], mmap_at)
+    # another op sequence (an adaptive-softmax tail the small batch missed): the peaks alone are linear
+    a, b = _step_bytes(*at_small, mmap_at), _step_bytes(*at_large, mmap_at)
+    return int(a[0] + (b[0] - a[0]) * scale), int(a[1] + (b[1] - a[1]) * scale)
+
+
+def _step_bytes(spans: list[list[int]], grads: set[int], mmap_at: int | None) -> tuple[int, int]:
+    """The peak of live bytes without the gradients, and, given ``mmap_at``, the heap's high-water mark less the
+    gradients (they are counted with the weights; in the heap they take their place among the activations)."""
+    live = max(timeline(spans, grads), default=0)
+    if mmap_at is None:
+        return live, live
+    from genlab.cli import memory_heap
+
+    return live, max(live, memory_heap.high_water(spans, mmap_at) - sum(spans[i][2] for i in grads))
 
 
 def batch_bytes(cfg: DictConfig, task: nn.Module) -> int:
