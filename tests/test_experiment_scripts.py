@@ -304,13 +304,13 @@ def test_gpt_runtimes_of_finished_runs(tmp_path):
 
 
 def test_gpt_g2_cross_validation_summary(tmp_path):
-    """Seeds average their folds, settings average their seeds; the gate pairs pretrained with random init; a seed
-    short of a fold is reported and left out."""
+    """Seeds average their folds, settings average their seeds, across sweep directories; the gate pairs pretrained
+    with random init; a seed short of a fold is reported and left out."""
     scores = {("True", "0"): [0.8, 0.9], ("True", "1"): [0.7, 0.8], ("False", "0"): [0.5, 0.4], ("False", "1"): [0.6, 0.5],
               ("False", "2"): [0.9]}  # seed 2 of random init has one of its two folds
     for n, ((pre, seed), folds) in enumerate(scores.items()):
-        for fold, score in enumerate(folds):
-            run_dir = tmp_path / "sweep" / f"{n}_{fold}"
+        for fold, score in enumerate(folds):  # pretrained seed 1's second fold comes from another sweep
+            run_dir = tmp_path / ("sweep2" if (pre, seed, fold) == ("True", "1", 1) else "sweep") / f"{n}_{fold}"
             run_dir.mkdir(parents=True)
             (run_dir / "run.json").write_text(json.dumps({"overrides": [
                 "experiment=gpt_sst2_mini", "data.n_folds=2", f"data.fold={fold}", f"seed={seed}",
@@ -324,7 +324,7 @@ def test_gpt_g2_cross_validation_summary(tmp_path):
         (run_dir / "metrics.json").write_text(json.dumps({"status": "finished", "metrics": {"test/score": score}}))
     (tmp_path / "sweep" / "broken").mkdir()
     (tmp_path / "sweep" / "broken" / "run.json").write_text(json.dumps({"overrides": ["seed=3"]}))
-    out = run(["experiments/gpt/g2_cv.py", str(tmp_path / "sweep"), "--n-folds", "2"]).stdout
+    out = run(["experiments/gpt/g2_cv.py", str(tmp_path / "sweep"), str(tmp_path / "sweep2"), "--n-folds", "2"]).stdout
     assert "| data.n_folds=2 task.init_from_pretrained=true task.lm_coef=0 | 2 | 0.850, 0.750 | 0.800 ± 0.071 |" in out
     assert "| data.n_folds=2 task.init_from_pretrained=false task.lm_coef=0 | 2 | 0.450, 0.550 | 0.500 ± 0.071 |" in out
     assert "G2 data.n_folds=2 task.lm_coef=0: pretrained 0.800 vs random 0.500: gap +0.300, spread 0.071 -> gap > spread: yes; G2 bars (>= 0.75, >= +0.2): yes" in out

@@ -5,7 +5,7 @@ only in ``task.init_from_pretrained`` (and ``task.init_from``: a run from random
 tokenizer, so it pairs with every checkpoint): ahead by more than the larger of the two spreads over seeds (issue
 #25), and the G2 acceptance bars (pretrained >= 0.75, at least 0.2 above random init).
 
-    python experiments/gpt/g2_cv.py outputs/gpt_minis/imdb_cv
+    python experiments/gpt/g2_cv.py outputs/gpt_minis/imdb_cv [more sweep directories: their runs are merged]
 
 A seed missing any of its folds (or a run that did not finish) is reported and left out of the means.
 """
@@ -71,12 +71,16 @@ def main(argv: list[str]) -> dict[tuple[str, ...], list[float]]:
     args = parser.parse_args(argv)
     rows: dict[tuple[str, ...], list[float]] = {}
     notes = []
-    for p in args.paths:
-        scores, unfinished = fold_scores(Path(p))
+    scores: dict[tuple[str, ...], dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
+    for p in args.paths:  # one setting's seeds and folds may come from several sweeps
+        found, unfinished = fold_scores(Path(p))
         notes += [f"unfinished: {u}" for u in unfinished]
-        for key, by_seed in scores.items():
-            rows[key], incomplete = summarise(by_seed, args.n_folds)
-            notes += [f"{' '.join(key)}: incomplete {i}" for i in incomplete]
+        for key, by_seed in found.items():
+            for seed, folds in by_seed.items():
+                scores[key][seed].update(folds)
+    for key, by_seed in scores.items():
+        rows[key], incomplete = summarise(by_seed, args.n_folds)
+        notes += [f"{' '.join(key)}: incomplete {i}" for i in incomplete]
     print(f"| setting | seeds | {args.n_folds}-fold accuracy per seed | mean ± std |\n|---|---|---|---|")
     for key, v in sorted(rows.items()):
         per_seed = ", ".join(f"{x:.3f}" for x in v)
