@@ -116,7 +116,7 @@ def state_tensors(task: torch.nn.Module, opt: torch.optim.Optimizer) -> dict[str
 
 
 def digest(t: torch.Tensor) -> str:
-    return hashlib.sha256(t.detach().contiguous().view(torch.uint8).numpy().data).hexdigest()
+    return hashlib.sha256(t.detach().reshape(-1).contiguous().view(torch.uint8).numpy().data).hexdigest()
 
 
 def carried(task, stepper) -> dict:
