@@ -63,11 +63,12 @@ def attend_heads(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = Non
     may attend), heads merged: ``[B, L, H·dh]``. Low precision + dropout on the CPU: the bf16 score chain (above)."""
     if dropout_p > 0 and q.device.type == "cpu" and q.dtype in LOW_PRECISION:
         l, n_keys = q.shape[-2], k.shape[-2]
-        bias = q.new_zeros(q.shape[0], q.shape[1], l, n_keys)  # consumed: q·k is accumulated into it in place
+        bias = q.new_zeros(l, n_keys)
         if is_causal:  # SDPA's causal mask: query i sees keys 0..i
             bias.masked_fill_(torch.ones(l, n_keys, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
-        if attn_mask is not None:
-            bias.masked_fill_(~attn_mask, float("-inf"))
+        bias = bias.expand(q.shape[0], q.shape[1], l, n_keys)
+        # one pass writes the [B, H, L, K] buffer that q·k is then accumulated into in place
+        bias = bias.contiguous() if attn_mask is None else bias.masked_fill(~attn_mask, float("-inf"))
         return attend_with_bias_grad(q, k, v, bias, dropout_p, training=True)
     return merge_heads(F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p,
                                                       is_causal=is_causal))
