@@ -435,3 +435,13 @@ def test_xlnet_ablation_table_of_two_rows(tmp_path):
     table = (tmp_path / "none" / "table.md").read_text()
     assert empty.returncode == 1 and "| 4 XLNet-Base (K = 6) | failed (66.66) |" in table
     assert "row 4 RACE: no xlnet_race_mini run in " in table and "(pretraining did not finish: see " in table
+
+
+def test_full_size_covers_every_paper_preset_of_the_memory_table(monkeypatch):
+    """full_size.py steps every paper preset memory_estimate.py checks (its list is the benchmark's, not a test's)."""
+    monkeypatch.syspath_prepend(str(ROOT / "experiments" / "perf"))
+    import full_size
+    import memory_estimate
+
+    assert set(memory_estimate.PAPER_PRESETS) <= set(full_size.PRESETS)
+    assert all((ROOT / "conf" / "experiment" / f"{name}.yaml").is_file() for name in full_size.PRESETS)

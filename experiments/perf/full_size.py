@@ -5,8 +5,11 @@ Per preset, in its own process (so each peak RSS is that preset's alone), the mo
 only the batch is shrunk to fit: ``--batch`` sequences (1) of the preset's length (capped by ``--max-len``). Then:
 
 - parameters (unique tensors, tied ones once) beside the paper's count;
-- ``--steps`` Adam steps (the estimator's optimiser) on synthetic batches of the preset's layout: the median
-  step time and the peak RSS after them, against ``genlab.cli.memory.estimate`` for the same config (shrunk batch);
+- ``--steps`` optimiser steps on synthetic batches of the preset's layout, with the task's own optimiser
+  (``configure_optimizers``: Adam, AdamW, the XLNet/BERT AdamWeightDecay, GPT's OpenAIAdam, MoS's SGD) at the preset's
+  precision (bf16 autocast for ``bf16-mixed``): the median step time and the peak RSS after them, against
+  ``genlab.cli.memory.estimate`` for the same config (shrunk batch), taken after the peak is read so the estimator's
+  probe cannot raise it;
 - a checkpoint of weights, optimiser state, RNG and the carried memory, written atomically with ``torch.save``
   (size, write time), one more step (the continuation), then the checkpoint loaded back (``weights_only``, memory
   mapped, copied in place so the resume needs no second copy of the state) and the same step again: every weight
@@ -18,7 +21,7 @@ only the batch is shrunk to fit: ``--batch`` sequences (1) of the preset's lengt
 Run it alone, under the machine-wide lock: the largest presets need over 12 GB.
 
     flock /tmp/genlab-heavy.lock taskset -c 0 python experiments/perf/full_size.py
-    python experiments/perf/full_size.py --presets txl_wt103_base bert_base --fsdp2 txl_wt103_base bert_base
+    python experiments/perf/full_size.py --presets txl_enwik8_base bert_base --fsdp2 txl_enwik8_base bert_base
 """
 
 from __future__ import annotations
@@ -40,7 +43,9 @@ import torch
 from omegaconf import open_dict
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpu_check import FAMILIES, Stepper, build, compose_preset, make_batches  # noqa: E402
+from gpu_check import FAMILIES, Stepper, compose_preset, make_batches  # noqa: E402
+
+from genlab.assemble import build_task  # noqa: E402
 
 # preset -> (family in gpu_check, vocabulary the data gives, the paper's parameter count as printed there)
 PRESETS = {
@@ -59,8 +64,11 @@ PRESETS = {
     "gpt_books": ("gpt", 40_478, "not stated (GPT-1 §4.1: 12 x 768)"),
     "funnel_b6_6_6_mlm": ("funnel", 30_522, "1.39x L12 (Funnel Table 5.1)"),
     "funnel_large_b8_8_8_electra": ("funnel", 30_522, "large scale (Funnel §5.3)"),
-    "mos_ptb": ("awd_mos", 10_000, "22M (MoS Table 1)"),
-    "mos_wt2": ("awd_mos", 33_278, "35M (MoS Table 2)"),
+    "funnel_large_b10_10_10_electra": ("funnel", 30_522, "large scale (Funnel §5.3)"),
+    "mos_ptb": ("awd_mos", 10_000, "22M (Dai thesis Table A.1)"),
+    "mos_wt2": ("awd_mos", 33_278, "35M (Dai thesis Table A.2)"),
+    "mos_text8_mos": ("awd_mos", 27, "8.45M (Dai thesis Table A.12)"),
+    "mos_lm1b_mos": ("awd_mos", 100_000, "113M (Dai thesis Table A.3)"),
 }
 GB = 1024**3
 
@@ -70,7 +78,7 @@ def peak_rss_gb() -> float:
 
 
 def setup(preset: str, args: argparse.Namespace):
-    """(composed config with the shrunk batch, task, batches, tokens per sequence)."""
+    """(composed config with the shrunk batch, its task, the family with the shrunk shape, synthetic batches)."""
     family, vocab, _ = PRESETS[preset]
     fam = FAMILIES[family]
     cfg = compose_preset(preset)
@@ -82,21 +90,33 @@ def setup(preset: str, args: argparse.Namespace):
             if cfg.data.get(key):
                 cfg.data[key] = length
     real = type(fam)(preset, preset, vocab, (batch, length), fam.kind)
-    task = build(real, cpu=False, device=torch.device("cpu"))
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        task = build_task(cfg, sizes={"vocab_size": vocab})
     batches = make_batches(real, (batch, length), vocab, args.steps + 1)
     return cfg, real, task, batches
 
 
+def task_optimizer(task) -> torch.optim.Optimizer:
+    """The optimiser train.py would step (the task's ``configure_optimizers``, its scheduler left out)."""
+    out = task.configure_optimizers()
+    out = out["optimizer"] if isinstance(out, dict) else out
+    return out[0] if isinstance(out, (list, tuple)) else out
+
+
 def state_tensors(task: torch.nn.Module, opt: torch.optim.Optimizer) -> dict[str, torch.Tensor]:
     out = {f"model.{k}": v for k, v in task.state_dict().items()}
-    for i, p in enumerate(opt.param_groups[0]["params"]):
+    params = [p for group in opt.param_groups for p in group["params"]]
+    for i, p in enumerate(params):
         for k, v in opt.state[p].items():
-            out[f"optim.{i}.{k}"] = v
+            if isinstance(v, torch.Tensor):
+                out[f"optim.{i}.{k}"] = v
     return out
 
 
 def digest(t: torch.Tensor) -> str:
-    return hashlib.sha256(t.detach().contiguous().view(torch.uint8).numpy().data).hexdigest()
+    return hashlib.sha256(t.detach().reshape(-1).contiguous().view(torch.uint8).numpy().data).hexdigest()
 
 
 def carried(task, stepper) -> dict:
@@ -104,21 +124,26 @@ def carried(task, stepper) -> dict:
     return {"task": getattr(task, "_train_memory", None), "stepper": stepper.memory}
 
 
+def quiet_step(stepper: Stepper, batch: dict, i: int) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        stepper.step(batch, i)
+
+
 def one_preset(preset: str, args: argparse.Namespace) -> dict:
     cfg, fam, task, batches = setup(preset, args)
     from genlab.cli.memory import estimate
 
     params = sum({id(p): p.numel() for p in task.parameters()}.values())
-    est = estimate(cfg, task).total_bytes / GB
-    stepper = Stepper(task, fam.kind, torch.device("cpu"), bf16=False)
-    stepper.opt = torch.optim.Adam([p for p in task.parameters() if p.requires_grad], lr=1e-4, fused=True)
+    bf16 = str(cfg.trainer.precision).startswith("bf16")
+    # AWD-LSTM: its task steps the model with carried hidden state (Stepper's "awd" kind)
+    stepper = Stepper(task.model if fam.kind == "awd" else task, fam.kind, torch.device("cpu"), bf16=bf16)
+    stepper.opt = task_optimizer(task)
     times = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for i in range(args.steps):
-            t0 = time.perf_counter()
-            stepper.step(batches[i], i)
-            times.append(time.perf_counter() - t0)
+    for i in range(args.steps):
+        t0 = time.perf_counter()
+        quiet_step(stepper, batches[i], i)
+        times.append(time.perf_counter() - t0)
     rss = peak_rss_gb()
 
     folder = Path(args.folder)
@@ -130,13 +155,12 @@ def one_preset(preset: str, args: argparse.Namespace) -> dict:
     write_s, size = time.perf_counter() - t0, path.stat().st_size
 
     last = batches[args.steps]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        stepper.step(last, args.steps)  # the continuation
+    quiet_step(stepper, last, args.steps)  # the continuation
     live = state_tensors(task, stepper.opt)
     state_gb = sum(t.numel() * t.element_size() for t in live.values()) / GB
     exact = state_gb <= args.keep_gb
     continued = {k: (v.clone() if exact else digest(v)) for k, v in live.items()}
+    stepper.opt.zero_grad(set_to_none=True)  # the resumed step makes its own; the load must not sit beside them
 
     saved = torch.load(path, weights_only=True, mmap=True)
     with torch.no_grad():  # in place: the resumed state lands in the same tensors, no second copy in memory
@@ -147,24 +171,27 @@ def one_preset(preset: str, args: argparse.Namespace) -> dict:
         task._train_memory = saved["carried"]["task"]
     stepper.memory = saved["carried"]["stepper"]
     del saved
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        stepper.step(last, args.steps)  # the resumed step
+    quiet_step(stepper, last, args.steps)  # the resumed step
     resumed = state_tensors(task, stepper.opt)
     same = [k for k, v in resumed.items() if (torch.equal(v, continued[k]) if exact else digest(v) == continued[k])]
     path.unlink()
+    n_tensors = len(resumed)
+    del continued, live, resumed
+    stepper.opt.zero_grad(set_to_none=True)
+    est = estimate(cfg, task).total_bytes / GB  # last: the estimator's probe runs the model too
     return {"preset": preset, "params": params, "paper": PRESETS[preset][2], "batch": list(fam.batch),
+            "precision": str(cfg.trainer.precision), "optimizer": type(stepper.opt).__name__,
             "step_s": statistics.median(times), "peak_rss_gb": rss, "estimate_gb": est, "ckpt_gb": size / GB,
-            "write_s": write_s, "resume_exact": len(same) == len(resumed), "tensors": len(resumed),
+            "write_s": write_s, "resume_exact": len(same) == n_tensors, "tensors": n_tensors,
             "compared_by": "torch.equal" if exact else "sha256"}
 
 
 def count_only(preset: str) -> int:
     """Unique parameters of the preset's task built on the meta device (no memory, no steps)."""
-    family, vocab, _ = PRESETS[preset]
-    fam = FAMILIES[family]
-    with torch.device("meta"):
-        task = build(type(fam)(preset, preset, vocab, fam.batch, fam.kind), cpu=False, device=torch.device("cpu"))
+    cfg = compose_preset(preset)
+    with torch.device("meta"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        task = build_task(cfg, sizes={"vocab_size": PRESETS[preset][1]})
     return sum({id(p): p.numel() for p in task.parameters()}.values())
 
 
@@ -215,8 +242,8 @@ def passthrough(args: argparse.Namespace) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--presets", nargs="+", choices=list(PRESETS), default=list(PRESETS))
-    parser.add_argument("--fsdp2", nargs="*", choices=list(PRESETS), default=["txl_wt103_base", "bert_base"])
+    parser.add_argument("--presets", nargs="*", choices=list(PRESETS), default=list(PRESETS))
+    parser.add_argument("--fsdp2", nargs="*", choices=list(PRESETS), default=["txl_enwik8_base", "bert_base"])
     parser.add_argument("--batch", type=int, default=1, help="sequences per step (shrunk to fit one CPU box)")
     parser.add_argument("--max-len", type=int, default=512, help="cap on the preset's sequence length")
     parser.add_argument("--steps", type=int, default=2, help="optimiser steps before the checkpoint")
@@ -241,8 +268,9 @@ def main(argv: list[str] | None = None) -> int:
         for preset in args.presets:
             print(f"| {preset} | {count_only(preset):,} | {PRESETS[preset][2]} |", flush=True)
         return 0
-    print("| preset | parameters | paper | batch | step s | peak RSS GB | estimate GB | estimate/RSS | checkpoint GB "
-          "| write s | resume |\n|---|---:|---|---|---:|---:|---:|---:|---:|---:|---|", flush=True)
+    print("| preset | parameters | paper | batch | precision, optimiser | step s | peak RSS GB | estimate GB "
+          "| estimate/RSS | checkpoint GB | write s | resume |\n|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---|",
+          flush=True)
     failed = []
     for preset in args.presets:
         proc = subprocess.run([sys.executable, __file__, *passthrough(args), "--one", preset], capture_output=True,
@@ -255,7 +283,8 @@ def main(argv: list[str] | None = None) -> int:
         r = json.loads(lines[0].removeprefix("RESULT "))
         resume = f"{'bit-exact' if r['resume_exact'] else 'DIFFERS'} ({r['tensors']} tensors, {r['compared_by']})"
         failed += [] if r["resume_exact"] else [preset]
-        print(f"| {preset} | {r['params']:,} | {r['paper']} | {r['batch'][0]}x{r['batch'][1]} | {r['step_s']:.2f} | "
+        print(f"| {preset} | {r['params']:,} | {r['paper']} | {r['batch'][0]}x{r['batch'][1]} | {r['precision']}, "
+              f"{r['optimizer']} | {r['step_s']:.2f} | "
               f"{r['peak_rss_gb']:.2f} | {r['estimate_gb']:.2f} | {r['estimate_gb'] / r['peak_rss_gb']:.2f} | "
               f"{r['ckpt_gb']:.2f} | {r['write_s']:.1f} | {resume} |", flush=True)
     for preset in args.fsdp2:

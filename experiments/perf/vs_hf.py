@@ -14,6 +14,7 @@ self time) with the largest non-GEMM ops, which is where a gap that is not matmu
 
     python experiments/perf/vs_hf.py --threads 1 --steps 3
     python experiments/perf/vs_hf.py --families gpt --precisions fp32 --steps 5 --top 12
+    python experiments/perf/vs_hf.py --families gpt bert --precisions bf16-mixed --sdpa-reference
 """
 
 from __future__ import annotations
@@ -98,6 +99,20 @@ def hf_loss(family: str, model, batch: dict) -> torch.Tensor:
     return model(batch["input_ids"], **kw).loss
 
 
+def sdpa_path(loss_fn):
+    """``loss_fn`` with BERT's/GPT-1's attention on SDPA even where ``genlab.nn.attention.attend_heads`` takes the
+    bf16 score chain (bf16 + dropout on the CPU): the reference for that choice."""
+    import genlab.nn.attention as attention
+
+    def run():
+        kept, attention.LOW_PRECISION = attention.LOW_PRECISION, ()
+        try:
+            return loss_fn()
+        finally:
+            attention.LOW_PRECISION = kept
+    return run
+
+
 def stepper(loss_fn, module: torch.nn.Module, bf16: bool):
     opt = torch.optim.Adam(module.parameters(), lr=1e-4)
 
@@ -146,6 +161,8 @@ def run_family(family: str, args: argparse.Namespace) -> None:
         hf.train()
         sides = {"ours": stepper(lambda: task.training_step(batch, 0), task, bf16),
                  "HF": stepper(lambda: hf_loss(family, hf, batch), hf, bf16)}
+        if args.sdpa_reference and bf16 and family != "funnel":
+            sides["ours, SDPA"] = stepper(sdpa_path(lambda: task.training_step(batch, 0)), task, bf16)
         times = {k: [] for k in sides}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -159,10 +176,12 @@ def run_family(family: str, args: argparse.Namespace) -> None:
         for name in sides:
             share, rest = profiles[name]
             others = ", ".join(f"{n.removeprefix('aten::')} {ms:.0f}" for n, ms in rest)
-            print(f"  {precision:10s} {name:4s}: {tokens / med[name]:8.1f} tokens/s, step {med[name]:.3f} s "
+            print(f"  {precision:10s} {name:10s}: {tokens / med[name]:8.1f} tokens/s, step {med[name]:.3f} s "
                   f"(range {min(times[name]):.3f}-{max(times[name]):.3f}), GEMMs {share:.1%} of the profiled step; "
                   f"largest other ops (ms): {others}", flush=True)
         print(f"{family} ours/HF: {med['HF'] / med['ours']:.2f} ({precision})", flush=True)
+        if "ours, SDPA" in med:
+            print(f"{family} bf16 score chain / SDPA: {med['ours, SDPA'] / med['ours']:.2f}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -177,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--top", type=int, default=6, help="non-GEMM ops listed per side")
+    parser.add_argument("--sdpa-reference", action="store_true",
+                        help="bf16: also time ours with SDPA where the bf16 score chain runs (BERT, GPT-1)")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)

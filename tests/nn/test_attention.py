@@ -6,9 +6,12 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from genlab.nn.attention import (
     MultiHeadSelfAttention,
+    attend_heads,
     attention_mask,
     multi_head_attention,
 )
@@ -93,3 +96,36 @@ def test_functional_form_serves_separate_projections():
     x = torch.randn(2, 5, 32)
     q, k, v = attn.qkv(x).chunk(3, -1)
     assert torch.allclose(attn.proj(multi_head_attention(q, k, v, 4)), attn(x), atol=1e-12)
+
+
+class OpNames(TorchDispatchMode):
+    def __enter__(self):
+        self.names = set()
+        return super().__enter__()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.names.add(func.__name__.split(".")[0])
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_bf16_dropout_on_the_cpu_runs_the_bf16_score_chain_with_sdpas_masks(causal):
+    """bf16 with attention dropout on the CPU (where SDPA would upcast its math path to fp32) takes the bf16 score
+    chain: with the values an identity the output is the dropped probability matrix, so it shows the scale, the
+    causal and key masks, the 1/(1-p) rescaling and that the dropout masks are SDPA's own for the same seed."""
+    b, h, t, p = 2, 3, 16, 0.25
+    g = torch.Generator().manual_seed(0)
+    q, k = (torch.randn(b, h, t, t, generator=g, dtype=torch.float32).bfloat16() for _ in range(2))
+    v = torch.eye(t, dtype=torch.bfloat16).expand(b, h, t, t)  # d_head = t
+    keys = None if causal else (torch.arange(t) < torch.tensor([[t], [t - 5]]))[:, None, None, :]
+    torch.manual_seed(3)
+    with OpNames() as ops:
+        got = attend_heads(q, k, v, keys, dropout_p=p, is_causal=causal).view(b, t, h, t).transpose(1, 2).double()
+    assert "baddbmm_" in ops.names and not any("scaled_dot_product" in n for n in ops.names), ops.names
+    torch.manual_seed(3)
+    sdpa = F.scaled_dot_product_attention(q, k, v, keys, dropout_p=p, is_causal=causal)
+    prob = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), keys, is_causal=causal)
+    kept = got != 0
+    assert torch.equal(kept, sdpa != 0) and 0 < (prob != 0).sum() - kept.sum() < (prob != 0).sum() / 2
+    assert not kept[prob == 0].any()  # masked keys (causal: above the diagonal) get nothing
+    torch.testing.assert_close(got[kept], prob[kept] / (1 - p), rtol=0.03, atol=2e-3)

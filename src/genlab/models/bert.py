@@ -2,7 +2,7 @@
 XLNet paper Eq. (2)).
 
 Post-LN Transformer encoder with learned absolute positions and token types, biased q/k/v/out projections and
-fused attention (``F.scaled_dot_product_attention``). Module names follow the Hugging Face ``BertForPreTraining``
+fused attention (``genlab.nn.attention.attend_heads``: SDPA). Module names follow the Hugging Face ``BertForPreTraining``
 state dict (``bert.embeddings...``, ``bert.encoder.layer.<l>...``, ``cls.predictions...``,
 ``cls.seq_relationship``) so published or HF-initialised weights load 1:1.
 
@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from genlab.errors import ConfigError
+from genlab.nn.attention import attend_heads
 
 
 @dataclass
@@ -52,10 +53,9 @@ class BertSelfAttention(nn.Module):
         self.value = nn.Linear(d_model, d_model)
 
     def forward(self, x: Tensor, mask: Tensor | None) -> Tensor:
-        B, T, d = x.shape
+        B, T, _ = x.shape
         q, k, v = (lin(x).view(B, T, self.n_head, -1).transpose(1, 2) for lin in (self.query, self.key, self.value))
-        a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self.dropatt if self.training else 0.0)
-        return a.transpose(1, 2).reshape(B, T, d)
+        return attend_heads(q, k, v, mask, self.dropatt if self.training else 0.0)
 
 
 class BertSublayerOutput(nn.Module):

@@ -150,7 +150,8 @@ def attend_with_bias_grad(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, dropatt
                           scale: float | None = None) -> Tensor:
     """softmax(scale·q k^T + bias) v for a float bias [B, H, L, K] that needs a gradient (SDPA would run its unfused
     math path there), as one ``baddbmm`` into the bias, softmax, dropout, the values; returns [B, L, H*dh]. Shared by
-    the Transformer-XL and XLNet attentions. ``scale`` defaults to 1/sqrt(dh).
+    the Transformer-XL and XLNet attentions, and by BERT's and GPT-1's in low precision with dropout on the CPU (a
+    mask bias, ``genlab.nn.attention.attend_heads``). ``scale`` defaults to 1/sqrt(dh).
 
     The bias is built for this call and consumed: q·k is accumulated into it in place (no second [B, H, L, K]
     buffer) unless it is not contiguous. Under autocast the whole chain
