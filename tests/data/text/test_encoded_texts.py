@@ -52,7 +52,9 @@ def test_a_damaged_entry_is_rebuilt_with_a_message(tmp_path, caplog):
     assert _arrays(rebuilt) == first and len(calls) == 2 * len(TEXTS)
 
 
-def test_an_interrupted_build_leaves_nothing(tmp_path, monkeypatch):
+@pytest.mark.parametrize("num_proc", [1, 2])
+def test_an_interrupted_build_leaves_nothing(tmp_path, monkeypatch, num_proc):
+    """In a worker process too: the interrupt comes back to the parent (mp.Pool lost the worker and hung)."""
     monkeypatch.setattr(et, "PIECE_TEXTS", 10)
 
     def dies(text: str):
@@ -61,7 +63,7 @@ def test_an_interrupted_build_leaves_nothing(tmp_path, monkeypatch):
         return [1], [0]
 
     with pytest.raises(KeyboardInterrupt):
-        encode_texts(TEXTS, dies, "e", tmp_path, "toy", fields=("ids", "pos"))
+        encode_texts(TEXTS, dies, "e", tmp_path, "toy", fields=("ids", "pos"), num_proc=num_proc)
     assert list((tmp_path / "encoded").iterdir()) == []
 
 

@@ -10,6 +10,8 @@ import multiprocessing as mp
 import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from itertools import chain, islice
 from typing import Any
 
@@ -54,13 +56,21 @@ def ordered_map(fn: Callable[[Any], Any], items: Iterable[Any], num_proc: int) -
     if num_proc <= 1 or len(head) < 2:  # a one-piece job is not worth starting processes
         yield from map(fn, chain(head, items))
         return
-    # fork: the workers inherit the loaded tokenizer instead of re-importing torch and re-reading the model
+    # fork: the workers inherit the loaded tokenizer instead of re-importing torch and re-reading the model.
+    # An executor, not mp.Pool: a worker's KeyboardInterrupt comes back here, and a worker the kernel kills (out of
+    # memory) breaks the pool with an error; mp.Pool would wait for its result forever in both cases.
     ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
-    with ctx.Pool(num_proc, initializer=_init, initargs=(fn,)) as pool:
+    pool = ProcessPoolExecutor(num_proc, mp_context=ctx, initializer=_init, initargs=(fn,))
+    try:
         pending: deque = deque()
         for item in chain(head, items):
-            pending.append(pool.apply_async(_call, (item,)))
+            pending.append(pool.submit(_call, item))
             if len(pending) >= 2 * num_proc:
-                yield pending.popleft().get()
+                yield pending.popleft().result()
         while pending:
-            yield pending.popleft().get()
+            yield pending.popleft().result()
+    except BrokenProcessPool as err:
+        raise RuntimeError(f"a tokenising process died ({err}); if the machine ran out of memory, lower "
+                           f"data.num_proc (now {num_proc})") from err
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
