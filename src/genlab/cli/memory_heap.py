@@ -9,7 +9,7 @@ top. Holes are modelled as never merging with each other: the small allocations 
 (autograd nodes, tensor headers, saved-variable records) sit between them, so neighbouring freed tensors are seldom
 adjacent chunks. Measured on Funnel B6-6-6 with one layer per block, 8 x 512 tokens, bf16-mixed, two forward,
 loss and backward passes: glibc's heap (``mallinfo2``) grew to 1.87x the peak of live tensors (gradients
-included), this model gives 1.82x, and the same model with merged neighbours 1.02x (``experiments/perf/README.md``).
+included), this model gives 1.82x, and the same model with merged neighbours 1.02x (``experiments/perf/real_scale.md``).
 Without the setting glibc mmaps blocks from 32 MiB (its dynamic threshold's ceiling) and unmaps them on free.
 """
 
