@@ -98,6 +98,9 @@ def main(argv: list[str]) -> int:
                 bad += 1
         print(f"{bad} of {len(names)} preset(s) differ")
         return 1 if bad else 0
+    if argv[1:]:  # anything else (``--help``, a typo) must not rewrite the fixture
+        print(f"usage: python {Path(argv[0]).name} [--check [PATTERN ...]]", file=sys.stderr)
+        return 2
     FIXTURE.parent.mkdir(parents=True, exist_ok=True)
     configs = snapshot()
     FIXTURE.write_text(to_text(configs))
