@@ -246,7 +246,8 @@ class ClassificationDataModule(ResumableTrainOrder, pl.LightningDataModule):
         pass (one small integer per example), then the part's examples are streamed in a second."""
         labels = np.fromiter((self.labels.index(e.label) for e in self._pooled()), dtype=np.int16)
         check_fold(self.n_folds, self.fold, len(labels))
-        train_idx, test_idx = fold_split(labels.tolist(), self.n_folds, self.fold)
+        # the label strings (shared objects), as before streaming: the folds' class order sorts on them
+        train_idx, test_idx = fold_split([self.labels[y] for y in labels.tolist()], self.n_folds, self.fold)
         keep = np.zeros(len(labels), dtype=bool)
         keep[test_idx if name == "test" else train_idx] = True
         yield from (e for e, k in zip(self._pooled(), keep) if k)
