@@ -79,8 +79,8 @@ def write_reviews(path: Path, n_bytes: int, seed: int = 0) -> None:
         while written < n_bytes:
             rows = []
             for _ in range(1000):
-                title = " ".join(rng.choice(words, rng.integers(2, 7)))
-                body = " ".join(rng.choice(words, rng.integers(40, 201)))
+                title = " ".join(words[i] for i in rng.integers(0, len(words), rng.integers(2, 7)))
+                body = " ".join(words[i] for i in rng.integers(0, len(words), rng.integers(40, 201)))
                 rows.append(f'"{rng.integers(1, 3)}","{title}","{body}"\n')
             block = "".join(rows)
             f.write(block)
