@@ -10,6 +10,10 @@ wall and CPU seconds, peak RSS, and the peak-RSS ratio to the smallest size (fla
 ``[N, 512]`` arrays this replaced grew 6 KB per example).
 
     python experiments/perf/finetune_prep.py --dataset amazon2 --mb 20,80 [--num-proc 1] [--workdir /tmp/ft]
+        [--before /path/to/reference/src]
+
+``--before`` adds a cold run of another checkout's code (e.g. the commit before streaming) on the same files, and
+prints its peak RSS over this code's.
 
 ``--dataset squad`` (the default) writes a synthetic SQuAD v2.0-format training file of ``--mb`` MB (``prep_memory.write_squad``: distinct paragraphs
 of ~110 words, 5 questions each; SQuAD 2.0's own train file is 40 MB, 130k questions) and a dev file a tenth its
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -87,7 +92,7 @@ def write_reviews(path: Path, n_bytes: int, seed: int = 0) -> None:
             written += len(block)
 
 
-def reviews_main(sizes_mb: list[int], num_proc: int, work: Path) -> None:
+def reviews_main(sizes_mb: list[int], num_proc: int, work: Path, before: str | None) -> None:
     from genlab.data.tokenizers.xlnet_pieces import train_tokenizer
 
     model = work / "reviews_spm.model"
@@ -95,7 +100,7 @@ def reviews_main(sizes_mb: list[int], num_proc: int, work: Path) -> None:
     for mb in sizes_mb:
         roots[mb] = root = work / f"amazon2_{mb}mb"
         root.mkdir(parents=True, exist_ok=True)
-        if not (root / "train.csv").is_file():
+        if not (root / "test.csv").is_file():  # written last: a half-written set is rewritten
             write_reviews(root / "train.csv", mb * 1_000_000)
             write_reviews(root / "test.csv", mb * 100_000, seed=1)
     if not model.is_file():
@@ -104,19 +109,25 @@ def reviews_main(sizes_mb: list[int], num_proc: int, work: Path) -> None:
         train_tokenizer([sample], work / "reviews_spm", vocab_size=8000)
     print(f"Amazon-2 CSV layout, max_seq_len 512, num_proc={num_proc}; setup + 200 training batches of 32 in a fresh "
           f"process; {time.strftime('%Y-%m-%d %H:%M')}")
-    print(f"{'train MB':>9} {'examples':>10} {'run':>5} {'wall s':>7} {'cpu s':>7} {'setup RSS MB':>13} "
+    print(f"{'train MB':>9} {'examples':>10} {'run':>6} {'wall s':>7} {'cpu s':>7} {'setup RSS MB':>13} "
           f"{'peak RSS MB':>12} {'workers MB':>11} {'RSS ratio':>10}")
     first = {}
     for mb in sizes_mb:
         cache = work / f"cache_reviews_{mb}mb_{num_proc}p_{time.time_ns()}"
-        for run in ("cold", "warm"):
-            out = subprocess.run([sys.executable, "-c", DOC_CHILD, str(roots[mb]), str(model), str(cache),
-                                  str(num_proc)], check=True, capture_output=True, text=True)
+        peak = {}
+        for run in ("cold", "warm", *(("before",) if before else ())):
+            env = {**os.environ, "PYTHONPATH": before} if run == "before" else None  # the reference code's src/
+            out = subprocess.run([sys.executable, "-c", DOC_CHILD, str(roots[mb]), str(model),
+                                  str(cache.with_name(cache.name + "_before") if run == "before" else cache),
+                                  str(num_proc)], check=True, capture_output=True, text=True, env=env)
             r = json.loads(out.stdout.strip().splitlines()[-1])
             first.setdefault(run, r["rss_mb"])
-            print(f"{(roots[mb] / 'train.csv').stat().st_size / 1e6:>9.0f} {r['examples']:>10,} {run:>5} "
+            peak[run] = r["rss_mb"]
+            print(f"{(roots[mb] / 'train.csv').stat().st_size / 1e6:>9.0f} {r['examples']:>10,} {run:>6} "
                   f"{r['wall']:>7.1f} {r['cpu']:>7.1f} {r['prep_rss_mb']:>13.0f} {r['rss_mb']:>12.0f} "
                   f"{r['workers_rss_mb']:>11.0f} {r['rss_mb'] / first[run]:>10.2f}")
+        if before:
+            print(f"{'':>9} reference / this code, peak RSS of the first run: {peak['before'] / peak['cold']:.2f}x")
 
 
 def main() -> None:
@@ -125,11 +136,13 @@ def main() -> None:
     ap.add_argument("--mb", default="40", help="size(s) of the training file in MB, comma-separated")
     ap.add_argument("--num-proc", type=int, default=1)
     ap.add_argument("--workdir", default=None)
+    ap.add_argument("--before", default=None, metavar="SRC",
+                    help="amazon2: also run the reference code whose package lies under SRC (e.g. a checkout's src/)")
     args = ap.parse_args()
     work = Path(args.workdir or tempfile.mkdtemp(prefix="genlab-ft-"))
     sizes = [int(x) for x in args.mb.split(",")]
     if args.dataset == "amazon2":
-        reviews_main(sizes, args.num_proc, work)
+        reviews_main(sizes, args.num_proc, work, args.before)
         return
     squad_main(sizes[0], args.num_proc, work)
 
