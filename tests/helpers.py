@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import numpy as np
 import pytorch_lightning as pl
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
@@ -109,3 +110,8 @@ class TouchPayload:
 
     def __reduce__(self):
         return (Path.touch, (self.path,))
+
+
+def laid_out(split, key: str) -> np.ndarray:
+    """Field ``key`` of every item of a finetuning split (laid out one item at a time), stacked."""
+    return np.stack([np.asarray(split[i][key]) for i in range(len(split))])

@@ -1,6 +1,21 @@
-"""What preparing a finetuning set costs, first run against later runs (the encoded-text cache).
+"""What preparing a finetuning set costs, first run against later runs (the encoded-text cache), and whether its
+memory stays flat as the data grows.
 
-Writes a synthetic SQuAD v2.0-format training file of ``--mb`` MB (``prep_memory.write_squad``: distinct paragraphs
+``--dataset amazon2`` (document classification; GLUE, SNLI/SciTail and the GPT layouts share its path) writes a
+synthetic Amazon-2 ``train.csv`` of each ``--mb`` size (``"label","title","body"`` rows, reviews of 40-200 words)
+and a ``test.csv`` a tenth its size, trains one SentencePiece model on a 2 MB sample, then in fresh processes runs
+``ClassificationDataModule(max_seq_len=512)``: setup (stream, tokenise, write the memory-mapped entry) and 200
+training batches of 32 laid out from it, once with an empty cache and once from the cache. Prints per size and run
+wall and CPU seconds, peak RSS, and the peak-RSS ratio to the smallest size (flat = bounded; the laid-out
+``[N, 512]`` arrays this replaced grew 6 KB per example).
+
+    python experiments/perf/finetune_prep.py --dataset amazon2 --mb 20,80 [--num-proc 1] [--workdir /tmp/ft]
+        [--before /path/to/reference/src]
+
+``--before`` adds a cold run of another checkout's code (e.g. the commit before streaming) on the same files, and
+prints its peak RSS over this code's.
+
+``--dataset squad`` (the default) writes a synthetic SQuAD v2.0-format training file of ``--mb`` MB (``prep_memory.write_squad``: distinct paragraphs
 of ~110 words, 5 questions each; SQuAD 2.0's own train file is 40 MB, 130k questions) and a dev file a tenth its
 size, trains one SentencePiece model on a 2 MB sample, then in fresh processes builds the training windows through
 ``SquadDataModule`` (setup + ``train_features``: read, tokenise every paragraph and question, align pieces to
@@ -8,18 +23,23 @@ characters, lay out the windows): once with an empty cache, then again with the 
 seconds, peak RSS, the cache's size on disk and the cold / warm ratio.
 
     python experiments/perf/finetune_prep.py [--mb 40] [--num-proc 1] [--workdir /tmp/ft]
+
+SQuAD's examples and windows are still built in memory (they grow with the file); the classification path is the
+one that streams.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 from prep_memory import write_squad
 
 CHILD = """
@@ -37,20 +57,104 @@ print(json.dumps({"wall": time.perf_counter() - t0, "cpu": time.process_time() -
 """
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--mb", type=int, default=40)
-    ap.add_argument("--num-proc", type=int, default=1)
-    ap.add_argument("--workdir", default=None)
-    args = ap.parse_args()
+DOC_CHILD = """
+import json, resource, sys, time
+from itertools import islice
+from genlab.data.finetune.datamodule import ClassificationDataModule
+root, model, cache, procs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+t0, c0 = time.perf_counter(), time.process_time()
+dm = ClassificationDataModule("amazon2", path=root, cache_dir=cache, tokenizer=model, max_seq_len=512, batch_size=32,
+                              num_proc=procs)
+dm.setup("fit")
+prep = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+batches = sum(1 for _ in islice(dm.train_dataloader(), 200))
+kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"wall": time.perf_counter() - t0, "cpu": time.process_time() - c0 + kids.ru_utime + kids.ru_stime,
+                  "prep_rss_mb": prep, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "workers_rss_mb": kids.ru_maxrss / 1024, "examples": len(dm.splits["train"]), "batches": batches}))
+"""
+
+
+def write_reviews(path: Path, n_bytes: int, seed: int = 0) -> None:
+    """Amazon-2 CSV layout: ``"label","title","body"``, labels 1/2, a title of 2-6 words, a body of 40-200 words."""
+    rng = np.random.default_rng(seed)
+    words = ["".join(rng.choice(list("etaoinshrdlucmfwypvbgk"), rng.integers(2, 9))) for _ in range(20000)]
+    written = 0
+    with open(path, "w", encoding="utf-8") as f:
+        while written < n_bytes:
+            rows = []
+            for _ in range(1000):
+                title = " ".join(words[i] for i in rng.integers(0, len(words), rng.integers(2, 7)))
+                body = " ".join(words[i] for i in rng.integers(0, len(words), rng.integers(40, 201)))
+                rows.append(f'"{rng.integers(1, 3)}","{title}","{body}"\n')
+            block = "".join(rows)
+            f.write(block)
+            written += len(block)
+
+
+def reviews_main(sizes_mb: list[int], num_proc: int, work: Path, before: str | None) -> None:
     from genlab.data.tokenizers.xlnet_pieces import train_tokenizer
 
+    model = work / "reviews_spm.model"
+    roots = {}
+    for mb in sizes_mb:
+        roots[mb] = root = work / f"amazon2_{mb}mb"
+        root.mkdir(parents=True, exist_ok=True)
+        if not (root / "test.csv").is_file():  # written last: a half-written set is rewritten
+            write_reviews(root / "train.csv", mb * 1_000_000)
+            write_reviews(root / "test.csv", mb * 100_000, seed=1)
+    if not model.is_file():
+        sample = work / "reviews_sample.txt"
+        sample.write_text((roots[sizes_mb[0]] / "test.csv").read_text()[:2_000_000])
+        train_tokenizer([sample], work / "reviews_spm", vocab_size=8000)
+    print(f"Amazon-2 CSV layout, max_seq_len 512, num_proc={num_proc}; setup + 200 training batches of 32 in a fresh "
+          f"process; {time.strftime('%Y-%m-%d %H:%M')}")
+    print(f"{'train MB':>9} {'examples':>10} {'run':>6} {'wall s':>7} {'cpu s':>7} {'setup RSS MB':>13} "
+          f"{'peak RSS MB':>12} {'workers MB':>11} {'RSS ratio':>10}")
+    first = {}
+    for mb in sizes_mb:
+        cache = work / f"cache_reviews_{mb}mb_{num_proc}p_{time.time_ns()}"
+        peak = {}
+        for run in ("cold", "warm", *(("before",) if before else ())):
+            env = {**os.environ, "PYTHONPATH": before} if run == "before" else None  # the reference code's src/
+            out = subprocess.run([sys.executable, "-c", DOC_CHILD, str(roots[mb]), str(model),
+                                  str(cache.with_name(cache.name + "_before") if run == "before" else cache),
+                                  str(num_proc)], check=True, capture_output=True, text=True, env=env)
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            first.setdefault(run, r["rss_mb"])
+            peak[run] = r["rss_mb"]
+            print(f"{(roots[mb] / 'train.csv').stat().st_size / 1e6:>9.0f} {r['examples']:>10,} {run:>6} "
+                  f"{r['wall']:>7.1f} {r['cpu']:>7.1f} {r['prep_rss_mb']:>13.0f} {r['rss_mb']:>12.0f} "
+                  f"{r['workers_rss_mb']:>11.0f} {r['rss_mb'] / first[run]:>10.2f}")
+        if before:
+            print(f"{'':>9} reference / this code, peak RSS of the first run: {peak['before'] / peak['cold']:.2f}x")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dataset", choices=("squad", "amazon2"), default="squad")
+    ap.add_argument("--mb", default="40", help="size(s) of the training file in MB, comma-separated")
+    ap.add_argument("--num-proc", type=int, default=1)
+    ap.add_argument("--workdir", default=None)
+    ap.add_argument("--before", default=None, metavar="SRC",
+                    help="amazon2: also run the reference code whose package lies under SRC (e.g. a checkout's src/)")
+    args = ap.parse_args()
     work = Path(args.workdir or tempfile.mkdtemp(prefix="genlab-ft-"))
-    root = work / f"squad_{args.mb}mb"
+    sizes = [int(x) for x in args.mb.split(",")]
+    if args.dataset == "amazon2":
+        reviews_main(sizes, args.num_proc, work, args.before)
+        return
+    squad_main(sizes[0], args.num_proc, work)
+
+
+def squad_main(mb: int, num_proc: int, work: Path) -> None:
+    from genlab.data.tokenizers.xlnet_pieces import train_tokenizer
+
+    root = work / f"squad_{mb}mb"
     root.mkdir(parents=True, exist_ok=True)
     if not (root / "train-v2.0.json").is_file():
-        write_squad(root / "train-v2.0.json", args.mb * 1_000_000)
-        write_squad(root / "dev-v2.0.json", args.mb * 100_000, seed=1)
+        write_squad(root / "train-v2.0.json", mb * 1_000_000)
+        write_squad(root / "dev-v2.0.json", mb * 100_000, seed=1)
     sample = work / "sample.txt"
     if not sample.is_file():
         from genlab.data.finetune.squad import read_squad
@@ -60,16 +164,16 @@ def main() -> None:
     model = work / "spm.model"
     if not model.is_file():
         train_tokenizer([sample], work / "spm", vocab_size=8000)
-    cache = work / f"cache_{args.mb}mb_{args.num_proc}p_{time.time_ns()}"
+    cache = work / f"cache_{mb}mb_{num_proc}p_{time.time_ns()}"
     rows = {}
     for run in ("cold", "warm"):
-        out = subprocess.run([sys.executable, "-c", CHILD, str(root), str(model), str(cache), str(args.num_proc)],
+        out = subprocess.run([sys.executable, "-c", CHILD, str(root), str(model), str(cache), str(num_proc)],
                              check=True, capture_output=True, text=True)
         rows[run] = json.loads(out.stdout.strip().splitlines()[-1])
     disk = sum(p.stat().st_size for p in (cache / "encoded").rglob("*") if p.is_file())
     size = (root / "train-v2.0.json").stat().st_size + (root / "dev-v2.0.json").stat().st_size
     print(f"SQuAD 2.0 format, {size / 1e6:.0f} MB (train + dev), {rows['cold']['questions']:,} training questions, "
-          f"{rows['cold']['windows']:,} windows; num_proc={args.num_proc}; {time.strftime('%Y-%m-%d %H:%M')}")
+          f"{rows['cold']['windows']:,} windows; num_proc={num_proc}; {time.strftime('%Y-%m-%d %H:%M')}")
     print(f"{'run':>5} {'wall s':>8} {'cpu s':>8} {'peak RSS MB':>12}")
     for run, r in rows.items():
         print(f"{run:>5} {r['wall']:>8.1f} {r['cpu']:>8.1f} {r['rss_mb']:>12.0f}")

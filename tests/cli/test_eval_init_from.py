@@ -16,6 +16,8 @@ import numpy as np
 import pytest
 import torch
 
+from helpers import laid_out
+
 transformers = pytest.importorskip("transformers", reason="transformers (test dependency) is not installed")
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,8 +42,8 @@ def finetuned_bert(folder: Path) -> Path:
 def hf_predictions(folder: Path, split) -> np.ndarray:
     hf = transformers.BertForSequenceClassification.from_pretrained(folder).eval()
     with torch.no_grad():
-        logits = hf(input_ids=torch.as_tensor(split.input_ids), token_type_ids=torch.as_tensor(split.token_type_ids),
-                    attention_mask=torch.as_tensor(split.attention_mask)).logits
+        logits = hf(**{k: torch.as_tensor(laid_out(split, k)) for k in ("input_ids", "token_type_ids",
+                                                                         "attention_mask")}).logits
     top2 = logits.topk(2, dim=-1).values
     assert (top2[:, 0] - top2[:, 1]).min() > 1e-3  # no near tie: the argmax is a fair comparison
     return logits.argmax(-1).numpy()

@@ -51,7 +51,7 @@ def test_published_checkpoint_finetunes_with_its_own_bpe_and_weights(compose_cfg
     ours = task.model.transformer
     assert torch.equal(ours.tokens_embed.weight[: hf.config.vocab_size], hf.transformer.tokens_embed.weight)
     assert torch.equal(ours.h[1].mlp.c_fc.weight, hf.transformer.h[1].mlp.c_fc.weight.T)  # Conv1D (in, out)
-    first = dm.splits["train"].tokens[0]
+    first = dm.splits["train"][0]["tokens"]
     assert first[0] == sp.start and first[-1] == sp.extract and max(first[1:-1]) < hf.config.vocab_size
 
     _, scratch = build(compose_cfg, tmp_path, f"task.init_from={openai_gpt_folder}", "task.init_from_pretrained=false")

@@ -35,7 +35,7 @@ def test_single_sentences_become_start_text_extract(cache):
     dm = setup(GPTClassificationDataModule("sst2", source="mini", cache_dir=cache, vocab_size=300, max_seq_len=48))
     sp = SpecialTokens.after_vocab(dm.tokenizer.vocab_size)
     first = glue.read_split(dm.glue_task, dm.root, dm.glue_task.train)[0]
-    assert dm.splits["train"].tokens[0] == [sp.start, *dm.tokenizer.encode(first.text_a)[:46], sp.extract]
+    assert dm.splits["train"][0]["tokens"] == [sp.start, *dm.tokenizer.encode(first.text_a)[:46], sp.extract]
     batch = next(iter(dm.val_dataloader()[0]))
     ends = batch["lm_mask"].sum(-1) - 1
     assert torch.equal(batch["input_ids"].gather(1, ends[:, None])[:, 0], torch.full_like(ends, sp.extract))
@@ -52,8 +52,8 @@ def test_pairs_are_entailment_or_both_orders(cache):
     sp = SpecialTokens.after_vocab(one.tokenizer.vocab_size)
     ex = glue.read_split(one.glue_task, one.root, one.glue_task.train)[0]
     a, b = one.tokenizer.encode(ex.text_a), one.tokenizer.encode(ex.text_b)
-    assert one.splits["train"].tokens[0] == [sp.start, *a, sp.delimiter, *b, sp.extract]
-    assert both.splits["train"].tokens[0] == [[sp.start, *a, sp.delimiter, *b, sp.extract],
+    assert one.splits["train"][0]["tokens"] == [sp.start, *a, sp.delimiter, *b, sp.extract]
+    assert both.splits["train"][0]["tokens"] == [[sp.start, *a, sp.delimiter, *b, sp.extract],
                                               [sp.start, *b, sp.delimiter, *a, sp.extract]]
     batch = next(iter(both.train_dataloader()))
     assert batch["input_ids"].shape[:2] == (both.batch_size, 2) and batch["lm_mask"].shape == batch["input_ids"].shape

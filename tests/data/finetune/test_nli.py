@@ -21,15 +21,15 @@ def snli_line(label, a="A man sleeps.", b="A person rests.", pair="p1"):
 def test_snli_reader_keeps_gold_pairs_and_drops_unresolved_ones(tmp_path):
     path = tmp_path / "snli_1.0_dev.jsonl"
     path.write_text(snli_line("entailment") + snli_line("-", pair="p2") + "\n" + snli_line("contradiction", pair="p3"))
-    out = nli.read_snli(path)
+    out = list(nli.read_snli(path))
     assert [(e.guid, e.label) for e in out] == [("p1", "entailment"), ("p3", "contradiction")]
     assert (out[0].text_a, out[0].text_b) == ("A man sleeps.", "A person rests.")
     path.write_text(snli_line("entails"))
     with pytest.raises(DataError, match="line 1: gold_label 'entails'"):
-        nli.read_snli(path)
+        list(nli.read_snli(path))
     path.write_text('{"gold_label": "neutral"}\n')
     with pytest.raises(DataError, match="line 1: not an SNLI JSON line"):
-        nli.read_snli(path)
+        list(nli.read_snli(path))
 
 
 def test_scitail_reader_reads_premise_hypothesis_label_rows(tmp_path):
@@ -39,7 +39,7 @@ def test_scitail_reader_reads_premise_hypothesis_label_rows(tmp_path):
         ("Cells divide.", "Cells split.", "entails"), ("Water boils.", "Ice melts.", "neutral")]
     path.write_text("Cells divide.\tentails\n")
     with pytest.raises(DataError, match="line 1: 2 tab-separated columns"):
-        nli.read_scitail(path)
+        list(nli.read_scitail(path))
 
 
 def test_downloads_name_the_official_archives():

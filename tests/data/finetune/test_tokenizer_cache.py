@@ -7,10 +7,13 @@ import logging
 import shutil
 
 import numpy as np
+import pytest
 
 from genlab.data.finetune import glue
 from genlab.data.finetune.datamodule import ClassificationDataModule, encode_pair
 from genlab.data.finetune.tokenizer_cache import cached_tokenizer_model
+from genlab.errors import DataError
+from helpers import laid_out
 
 
 def _counting_trainer(calls: list):
@@ -53,18 +56,27 @@ def test_same_data_in_another_folder_reuses_the_tokenizer(tmp_path):
         modules.append(dm)
     assert modules[0].tokenizer.model_file == modules[1].tokenizer.model_file
     assert len(list((tmp_path / "cache" / "finetune").iterdir())) == 1
-    # the encoded texts too: one entry, read (not tokenised) by the second folder, identical tensors
-    assert len(list((tmp_path / "cache" / "encoded").iterdir())) == 1
+    # the encoded splits too: one entry each, read (not tokenised) by the second folder, identical tensors
+    assert len(list((tmp_path / "cache" / "encoded").iterdir())) == 2
     for name in ("train", "dev"):
         a, b = modules[0].splits[name], modules[1].splits[name]
-        assert all(np.array_equal(getattr(a, k), getattr(b, k)) for k in ("input_ids", "token_type_ids", "labels"))
+        assert all(np.array_equal(laid_out(a, k), laid_out(b, k)) for k in ("input_ids", "token_type_ids", "labels"))
     # a layout setting only lays the cached ids out again; lower-casing changes the pieces: a new entry
     wider = ClassificationDataModule("sst2", "path", str(second), str(tmp_path / "cache"), vocab_size=40,
                                      max_seq_len=24)
     wider.setup()
-    assert len(list((tmp_path / "cache" / "encoded").iterdir())) == 1
+    assert len(list((tmp_path / "cache" / "encoded").iterdir())) == 2
     ids = [wider.tokenizer.encode(e.text_a) for e in glue.read_split(wider.glue_task, second, wider.glue_task.train)]
-    assert np.array_equal(wider.splits["train"].input_ids, [encode_pair(i, None, 24)[0] for i in ids])
+    assert np.array_equal(laid_out(wider.splits["train"], "input_ids"), [encode_pair(i, None, 24)[0] for i in ids])
     ClassificationDataModule("sst2", "path", str(second), str(tmp_path / "cache"), vocab_size=40, max_seq_len=16,
                              lower=True).setup()
-    assert len(list((tmp_path / "cache" / "encoded").iterdir())) == 2
+    entries = sorted((tmp_path / "cache" / "encoded").iterdir())
+    assert len(entries) == 4 and isinstance(wider.splits["train"].rows.fields["ids"], np.memmap)  # read lazily
+    # bad input: one message naming the file and the fix; the entries already cached stay as they were
+    (second / "dev.tsv").unlink()
+    with pytest.raises(DataError, match=r"(?s)renamed copy lacks 1 of its 2 files \(dev.tsv\).*fix: point data.path"):
+        ClassificationDataModule("sst2", "path", str(second), str(tmp_path / "cache"), vocab_size=40).setup()
+    (second / "dev.tsv").write_bytes(b"sentence\tlabel\nfine\t1\n\xff bad\t0\n")
+    with pytest.raises(DataError, match=r"dev.tsv is not valid UTF-8 text .*convert it"):
+        ClassificationDataModule("sst2", "path", str(second), str(tmp_path / "cache"), vocab_size=40).setup()
+    assert sorted((tmp_path / "cache" / "encoded").iterdir()) == entries

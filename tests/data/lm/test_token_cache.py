@@ -8,6 +8,7 @@ import pytest
 
 from genlab.data.lm import token_cache as T
 from genlab.data.lm.vocab import Vocab
+from genlab.data.text.npy_stream import HEADER_BYTES, npy_header
 from genlab.errors import DataError
 
 
@@ -29,13 +30,12 @@ def test_streamed_chunks_become_one_memory_mapped_int32_array(tmp_path):
 
 
 def test_fixed_size_header_holds_huge_lengths():
-    for n in (0, 7, 10**12):
-        f = io.BytesIO(T._npy_header(n))
+    for shape, dt in (((0,), "<i4"), ((7,), "<i4"), ((10**12,), "<i4"), ((10**12, 3), "<f8")):
+        f = io.BytesIO(npy_header(np.dtype(dt), shape))
         version = np.lib.format.read_magic(f)
-        shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
         assert version == (1, 0)
-        assert (shape, fortran, dtype) == ((n,), False, np.dtype("<i4"))
-        assert f.tell() == T.NPY_HEADER_BYTES
+        assert np.lib.format.read_array_header_1_0(f) == (shape, False, np.dtype(dt))
+        assert f.tell() == HEADER_BYTES
 
 
 def test_failed_build_leaves_no_entry(tmp_path):

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+from genlab.data.qa import text as qa_text
 from genlab.data.qa.answers import (
     ENTITY,
     TYPE_WEIGHTS,
@@ -32,7 +33,8 @@ from genlab.data.qa.protocol import (
     split_by_article,
 )
 from genlab.data.qa.synthetic import build_synthetic
-from genlab.data.qa.text import EOS, UNK, shared_vocabularies, token_span, tokenize
+from genlab.data.qa.text import EOS, UNK, TextNorm, shared_vocabularies, token_span, tokenize, tokenize_all
+from genlab.data.text import encoded_texts
 from genlab.errors import ConfigError, DataError
 
 
@@ -47,6 +49,26 @@ def test_tokenizer_normalises_for_lookup_and_keeps_original_offsets():
     assert text[offsets[j, 0]:offsets[k, 1]] == "1990"
     # smallest covering span of a range that starts inside a token
     assert token_span(offsets, text.index("ross"), text.index("linked") + 3) == (6, 8)
+
+
+def test_tokenising_every_text_is_cached_and_any_process_count_gives_the_tokenizers_result(tmp_path, monkeypatch):
+    monkeypatch.setattr(encoded_texts, "PIECE_TEXTS", 2)  # several pieces: two processes really run
+    texts = ["In 1990, CO2 rose.", "", "  ", "Ünïcode (Cross-linked) 42nd", "In 1990, CO2 rose.", "a\nb\tc d", "x"]
+    norm = TextNorm(lowercase=True, digits_to_zero=False)
+    one, two = (tokenize_all(texts, norm, tmp_path / str(n), n) for n in (1, 2))
+    for t in texts:
+        expected_words, expected_spans = tokenize(t, norm)
+        for words in (one, two):
+            assert words[t][0] == expected_words and np.array_equal(words[t][1], expected_spans)
+            assert words[t][1].dtype == np.int64 and words[t][1].shape == (len(expected_words), 2)
+    files = {n: sorted((tmp_path / str(n)).glob("encoded/*/*")) for n in (1, 2)}
+    assert [f.name for f in files[1]] == [f.name for f in files[2]] and len(files[1]) == 6
+    assert all(a.read_bytes() == b.read_bytes() for a, b in zip(files[1], files[2]))
+    monkeypatch.setattr(qa_text, "tokenize", lambda *a: pytest.fail("the cached entry is read, not re-tokenised"))
+    assert tokenize_all(texts, norm, tmp_path / "2", 2).keys() == one.keys()
+    monkeypatch.undo()
+    tokenize_all(texts, TextNorm(), tmp_path / "2", 2)  # another normalisation: another entry
+    assert len(list((tmp_path / "2" / "encoded").iterdir())) == 2
 
 
 def test_g_vocabulary_is_the_prefix_of_d_vocabulary():

@@ -5,11 +5,18 @@ leaves nothing, and any process count gives the one-process result."""
 from __future__ import annotations
 
 import logging
+import os
+import pickle
+import shutil
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 import genlab.data.text.encoded_texts as et
-from genlab.data.text.encoded_texts import encode_texts
+from genlab.data.text.encoded_texts import encode_rows, encode_texts
 from genlab.errors import DataError
 
 TEXTS = [f"text {i} " + "ab" * (i % 7) for i in range(50)] + ["", "ünï ☃"]
@@ -81,3 +88,65 @@ def test_a_cache_folder_that_cannot_be_written_is_one_message(tmp_path):
     (tmp_path / "file").write_text("not a folder")
     with pytest.raises(DataError, match=r"cannot write the data cache under .*file/encoded.*paths.cache_dir="):
         encode_texts(TEXTS, _encoder([]), "e", tmp_path / "file", "toy", fields=("ids", "pos"))
+
+
+@contextmanager
+def unprivileged():
+    """Run as an ordinary user: root writes into read-only folders, so as root drop the effective uid (and gid)
+    for the block; the real uid stays root, so it can be taken back."""
+    if os.geteuid() != 0:
+        yield
+        return
+    os.setegid(65534)
+    os.seteuid(65534)  # nobody
+    try:
+        yield
+    finally:
+        os.seteuid(0)
+        os.setegid(0)
+
+
+def test_a_read_only_cache_folder_is_one_message_and_keeps_its_files():
+    cache = Path(tempfile.mkdtemp(prefix="genlab-readonly-"))  # not under tmp_path, whose parents root keeps private
+    try:
+        (cache / "kept.txt").write_text("written before")
+        cache.chmod(0o555)
+        with unprivileged(), pytest.raises(PermissionError):
+            (cache / "probe").write_text("")  # the folder really is read-only for this test (root or not)
+        with unprivileged(), pytest.raises(DataError, match=rf"cannot write the data cache under {cache}/encoded.*"
+                                                            r"make it writable.*paths.cache_dir="):
+            encode_texts(TEXTS, _encoder([]), "e", cache, "toy", fields=("ids", "pos"))
+        assert sorted(p.name for p in cache.iterdir()) == ["kept.txt"]  # nothing written, nothing lost
+        assert (cache / "kept.txt").read_text() == "written before"
+        (cache / "encoded").mkdir()
+        (cache / "encoded").chmod(0o555)  # the folder exists, but no entry can be created in it
+        with unprivileged(), pytest.raises(DataError, match=r"cannot write the data cache under .*encoded"):
+            encode_texts(TEXTS, _encoder([]), "e", cache, "toy", fields=("ids", "pos"))
+        assert list((cache / "encoded").iterdir()) == []
+    finally:
+        cache.chmod(0o755)
+        (cache / "encoded").exists() and (cache / "encoded").chmod(0o755)
+        shutil.rmtree(cache)
+
+
+def test_rows_carry_values_and_tags_stream_once_and_pickle_as_their_entry(tmp_path, monkeypatch):
+    monkeypatch.setattr(et, "PIECE_TEXTS", 4)
+    consumed = []
+
+    def rows():
+        for i in range(10):
+            consumed.append(i)
+            yield i
+
+    def encode(i):
+        return (list(range(i)),), (i, -i / 2), f"row {i}"
+
+    built = encode_rows(rows(), encode, ("toy rows", 1), tmp_path, "toy rows", n_values=2, num_proc=2)
+    assert consumed == list(range(10)) and len(built) == 10
+    assert [built.row(i).tolist() for i in range(10)] == [list(range(i)) for i in range(10)]
+    assert built.values.tolist() == [[i, -i / 2] for i in range(10)] and built.tags() == [f"row {i}" for i in range(10)]
+    assert all(isinstance(a, np.memmap) for a in (built.offsets, built.values, built.fields["ids"]))
+    again = encode_rows(rows(), encode, ("toy rows", 1), tmp_path, "toy rows", n_values=2)
+    assert consumed == list(range(10))  # the entry is read: the rows are not even read
+    copy = pickle.loads(pickle.dumps(again))  # a spawned DataLoader worker: the path travels, the pages are mapped
+    assert len(pickle.dumps(again)) < 500 and copy.row(9).tolist() == list(range(9))

@@ -17,7 +17,9 @@ and SciTail (``genlab.data.finetune.nli``) validate on dev and test on their lab
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from functools import partial
+from itertools import chain, islice
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +38,8 @@ from genlab.data.finetune.resumable import ResumableTrainOrder
 from genlab.data.finetune.tokenizer_cache import piece_model
 from genlab.data.finetune.zhang_minis import ZHANG_MINIS
 from genlab.data.sources.tiers import DatasetSpec, locate
-from genlab.data.text.encoded_texts import EncodedTexts, tokenize_texts
-from genlab.data.text.progress import text_bytes, tracked
+from genlab.data.text.cache_entry import file_stamp
+from genlab.data.text.encoded_texts import EncodedRows, encode_rows, tokenizer_identity
 from genlab.data.tokenizers.from_checkpoint import (
     FinetuneTokenizer,
     load_tokenizer,
@@ -81,25 +83,49 @@ def encode_pair(a: list[int], b: list[int] | None, max_len: int, layout: str = "
     return np.array(ids + [pad_id] * pad), np.array(seg + [0] * pad), np.array([1] * len(ids) + [0] * pad)
 
 
-@dataclass
+def pair_item(a: list[int], b: list[int] | None, label: float | None, layout: str, max_len: int,
+              regression: bool, specials: dict[str, int]) -> dict[str, Any]:
+    """One example's tensors in an XLNet/BERT/Funnel ``layout`` (the label as a long, or a float for STS-B)."""
+    ids, seg, mask = encode_pair(a, b, max_len, layout, **specials)
+    item = {"input_ids": torch.from_numpy(ids).long(), "token_type_ids": torch.from_numpy(seg).long(),
+            "attention_mask": torch.from_numpy(mask).long()}
+    if label is not None:
+        item["labels"] = torch.tensor(label, dtype=torch.float32) if regression else torch.tensor(int(label))
+    return item
+
+
 class EncodedSplit(Dataset):
-    name: str
-    guids: list[str]
-    input_ids: np.ndarray
-    token_type_ids: np.ndarray
-    attention_mask: np.ndarray
-    labels: np.ndarray | None  # None = unlabelled (GLUE test)
+    """One split read lazily from its memory-mapped cache entry (:class:`genlab.data.text.encoded_texts.EncodedRows`):
+    per example the ids of text A then text B, and the values (len A, len B or -1 without B, label or NaN when
+    unlabelled). ``make_item(a, b, label)`` lays one example out when a batch asks for it, so memory holds the
+    ids' pages in use, never ``[N, T]`` arrays (Amazon-2 at 512 would take 22 GB laid out in advance)."""
+
+    def __init__(self, name: str, rows: EncodedRows, make_item: Callable[..., dict[str, Any]], labelled: bool,
+                 regression: bool):
+        self.name, self.rows, self.make_item = name, rows, make_item
+        self.labelled, self.regression = labelled, regression
 
     def __len__(self) -> int:
-        return len(self.guids)
+        return len(self.rows)
+
+    def pair(self, i: int) -> tuple[list[int], list[int] | None]:
+        ids, (len_a, len_b) = self.rows.row(i).tolist(), self.rows.values[i, :2]
+        return ids[:int(len_a)], (ids[int(len_a):] if len_b >= 0 else None)
+
+    @property
+    def labels(self) -> np.ndarray | None:
+        """Every example's label (class index, or float for STS-B); None when unlabelled (GLUE test)."""
+        if not self.labelled:
+            return None
+        return self.rows.values[:, 2].astype(np.float32 if self.regression else np.int64)
+
+    @property
+    def guids(self) -> list[str]:
+        return self.rows.tags()
 
     def __getitem__(self, i: int) -> dict[str, Any]:
-        item = {"input_ids": torch.from_numpy(self.input_ids[i]).long(),
-                "token_type_ids": torch.from_numpy(self.token_type_ids[i]).long(),
-                "attention_mask": torch.from_numpy(self.attention_mask[i]).long(), "index": i}
-        if self.labels is not None:
-            item["labels"] = torch.tensor(self.labels[i])
-        return item
+        a, b = self.pair(i)
+        return {**self.make_item(a, b, float(self.rows.values[i, 2]) if self.labelled else None), "index": i}
 
 
 class ClassificationDataModule(ResumableTrainOrder, pl.LightningDataModule):
@@ -147,8 +173,7 @@ class ClassificationDataModule(ResumableTrainOrder, pl.LightningDataModule):
             raise DataError(f"data.n_folds={n_folds}: cross-validation pools a document-classification set's train and "
                             f"test splits; data.task={task} has its own dev split: set data.n_folds=null.")
         self.tokenizer: FinetuneTokenizer | None = None
-        self.encoded: EncodedTexts | None = None
-        self.splits: dict[str, EncodedSplit] = {}
+        self.splits: dict[str, Dataset] = {}
         self.root: Path | None = None
 
     # --- sizes and identity -------------------------------------------------------------------------------------
@@ -181,48 +206,87 @@ class ClassificationDataModule(ResumableTrainOrder, pl.LightningDataModule):
             return self.nli.spec()
         return glue_spec(self.glue_task.name) if self.is_glue else doc_spec(self.doc.name)
 
-    def _examples(self) -> dict[str, tuple[list[glue.Example], bool]]:
-        """split name -> (examples, labelled)."""
-        root = self.root
+    def _split_names(self) -> dict[str, bool]:
+        """split name -> labelled."""
         if self.is_glue:
             t = self.glue_task
-            out = {"train": (glue.read_split(t, root, t.train), True)}
-            out.update({name: (glue.read_split(t, root, s), True) for name, s in t.dev.items()})
-            for name, s in t.test.items():
-                if (root / s.file).is_file():
-                    out[name] = (glue.read_split(t, root, s), False)
+            out = {"train": True, **{name: True for name in t.dev}}
+            out.update({name: False for name, s in t.test.items() if (self.root / s.file).is_file()})
             return out
-        if self.nli is not None:
-            return {s: (self.nli.read_split(root, s), True) for s in nli.SPLITS}
-        train, test = docs.read_docs(self.doc, root, "train"), docs.read_docs(self.doc, root, "test")
-        if self.n_folds is not None:
-            pooled = train + test
-            check_fold(self.n_folds, self.fold, len(pooled))
-            train_idx, test_idx = fold_split([e.label for e in pooled], self.n_folds, self.fold)
-            train, test = [pooled[i] for i in train_idx], [pooled[i] for i in test_idx]
-        return {"train": (train, True), "test": (test, True)}
+        return {s: True for s in nli.SPLITS} if self.nli is not None else {"train": True, "test": True}
 
-    def _load_tokenizer(self, train_texts: list[str]) -> FinetuneTokenizer:
+    def _files(self, name: str) -> list[Path]:
+        """The files split ``name`` is read from (document classification with folds: both pooled splits)."""
+        if self.is_glue:
+            t = self.glue_task
+            return [self.root / {"train": t.train, **t.dev, **t.test}[name].file]
+        if self.nli is not None:
+            return [self.root / self.nli.files[name]]
+        parts = ("train", "test") if self.n_folds is not None else (name,)
+        return [f for part in parts for f in docs.split_files(self.doc, self.root, part)]
+
+    def _examples(self, name: str) -> Iterator[glue.Example]:
+        """The examples of split ``name``, streamed from its files."""
+        if self.is_glue:
+            t = self.glue_task
+            examples = glue.iter_split(t, self.root, {"train": t.train, **t.dev, **t.test}[name])
+        elif self.nli is not None:
+            examples = self.nli.read(self.root / self.nli.files[name])
+        elif self.n_folds is not None:
+            examples = self._fold_examples(name)
+        else:
+            examples = docs.iter_docs(self.doc, self.root, name)
+        return islice(examples, self.max_train_examples) if name == "train" else examples
+
+    def _pooled(self) -> Iterator[glue.Example]:
+        return chain(docs.iter_docs(self.doc, self.root, "train"), docs.iter_docs(self.doc, self.root, "test"))
+
+    def _fold_examples(self, name: str) -> Iterator[glue.Example]:
+        """Part ``name`` of the pooled train + test examples: the folds are fixed by the labels, read in a first
+        pass (one small integer per example), then the part's examples are streamed in a second."""
+        labels = np.fromiter((self.labels.index(e.label) for e in self._pooled()), dtype=np.int16)
+        check_fold(self.n_folds, self.fold, len(labels))
+        # the label strings (shared objects), as before streaming: the folds' class order sorts on them
+        train_idx, test_idx = fold_split([self.labels[y] for y in labels.tolist()], self.n_folds, self.fold)
+        keep = np.zeros(len(labels), dtype=bool)
+        keep[test_idx if name == "test" else train_idx] = True
+        yield from (e for e, k in zip(self._pooled(), keep) if k)
+
+    def _load_tokenizer(self, train_texts: Iterable[str]) -> FinetuneTokenizer:
         if self.tokenizer_file is not None:  # a checkpoint's own: SentencePiece or WordPiece (folder, file)
             return load_tokenizer(self.tokenizer_file, self.lower)
         return PieceTokenizer(piece_model(train_texts, self.cache_dir, self.vocab_size), self.lower)
 
-    def _encode(self, name: str, examples: list[glue.Example], labelled: bool) -> EncodedSplit:
-        n = len(examples)
-        specials = special_ids(self.tokenizer)  # {} for SentencePiece (XLNet's fixed ids)
-        # int32 (an index type torch embeddings take), widened per item: 12 bytes a position, not 24
-        ids = np.zeros((n, self.max_seq_len), dtype=np.int32)
-        seg, mask = np.zeros_like(ids), np.zeros_like(ids)
-        for i, ex in enumerate(tracked(examples, f"laying out {self.task} {name}",
-                                         lambda e: text_bytes(e.text_a, e.text_b))):
-            b = self.encoded.ids(ex.text_b) if ex.text_b is not None else None
-            ids[i], seg[i], mask[i] = encode_pair(self.encoded.ids(ex.text_a), b, self.max_seq_len, self.layout,
-                                                  **specials)
-        labels = None
-        if labelled:
-            labels = (np.array([e.label for e in examples], dtype=np.float32) if self.is_regression
-                      else np.array([self.labels.index(e.label) for e in examples], dtype=np.int64))
-        return EncodedSplit(name, [e.guid for e in examples], ids, seg, mask, labels)
+    def _encoder(self) -> Callable[[glue.Example], tuple]:
+        """Example -> (A's ids then B's, (len A, len B or -1, label index / score / NaN), guid); runs in the
+        tokenising processes."""
+        tok, labels, regression = self.tokenizer, self.labels, self.is_regression
+
+        def encode(ex: glue.Example) -> tuple:
+            a = list(tok.encode(ex.text_a))
+            b = list(tok.encode(ex.text_b)) if ex.text_b is not None else []
+            label = (np.nan if ex.label is None else float(ex.label) if regression else labels.index(ex.label))
+            return (a + b,), (len(a), -1 if ex.text_b is None else len(b), label), ex.guid
+
+        return encode
+
+    def _encode_split(self, name: str) -> EncodedRows:
+        """Split ``name`` tokenised over ``num_proc`` processes into its cache entry (built once; keyed on its files'
+        names relative to the dataset folder, sizes and times, and the tokenizer; never the layout)."""
+        try:
+            stamp = file_stamp(self.root, [str(f.relative_to(self.root)) for f in self._files(name)])
+        except FileNotFoundError:
+            stamp = None  # no entry can exist: the reader names the missing file and the fix
+        key = (self.task, name, stamp,
+               tokenizer_identity(self.tokenizer), self.labels, self.max_train_examples if name == "train" else None,
+               (self.n_folds, self.fold))
+        return encode_rows(self._examples(name), self._encoder(), key, self.cache_dir, f"{self.task} {name}",
+                           n_values=3, num_proc=self.num_proc)
+
+    def _encode(self, name: str, rows: EncodedRows, labelled: bool) -> Dataset:
+        make_item = partial(pair_item, layout=self.layout, max_len=self.max_seq_len, regression=self.is_regression,
+                            specials=special_ids(self.tokenizer))  # {} for SentencePiece (XLNet's fixed ids)
+        return EncodedSplit(name, rows, make_item, labelled, self.is_regression)
 
     # --- Lightning hooks ----------------------------------------------------------------------------------------
     def prepare_data(self) -> None:
@@ -232,13 +296,10 @@ class ClassificationDataModule(ResumableTrainOrder, pl.LightningDataModule):
         if self.splits:
             return
         self.root = locate(self._spec(), self.source, self.path, self.cache_dir)
-        raw = self._examples()
-        train = raw["train"][0][: self.max_train_examples] if self.max_train_examples else raw["train"][0]
-        raw["train"] = (train, True)
-        self.tokenizer = self._load_tokenizer([t for e in train for t in (e.text_a, e.text_b) if t])
-        texts = (t for examples, _ in raw.values() for e in examples for t in (e.text_a, e.text_b) if t is not None)
-        self.encoded = tokenize_texts(texts, self.tokenizer, self.cache_dir, f"{self.task} texts", self.num_proc)
-        self.splits = {name: self._encode(name, ex, lab) for name, (ex, lab) in raw.items()}
+        # a tokenizer trained here (no checkpoint's) reads the training text in memory, as SentencePiece trains
+        self.tokenizer = self._load_tokenizer(t for e in self._examples("train") for t in (e.text_a, e.text_b) if t)
+        self.splits = {name: self._encode(name, self._encode_split(name), labelled)
+                       for name, labelled in self._split_names().items()}
 
     @property
     def dev_splits(self) -> list[str]:

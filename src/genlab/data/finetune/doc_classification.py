@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,7 +54,11 @@ def labels_of(ds: DocDataset) -> tuple[str, ...]:
 
 
 def read_imdb(root: Path, split: str) -> list[Example]:
-    out = []
+    return list(iter_imdb(root, split))
+
+
+def iter_imdb(root: Path, split: str) -> Iterator[Example]:
+    n = 0
     for label in IMDB_LABELS:
         folder = Path(root) / split / label
         if not folder.is_dir():
@@ -61,30 +66,48 @@ def read_imdb(root: Path, split: str) -> list[Example]:
                             "(with train/{pos,neg} and test/{pos,neg}).")
         for f in sorted(folder.glob("*.txt")):
             text = f.read_text(encoding="utf-8", errors="replace").replace("<br />", " ")
-            out.append(Example(f"{split}/{label}/{f.name}", text, None, label))
-    if not out:
+            yield Example(f"{split}/{label}/{f.name}", text, None, label)
+            n += 1
+    if not n:
         raise DataError(f"IMDB split {Path(root) / split} holds no .txt reviews.")
-    return out
+
+
+def imdb_files(root: Path, split: str) -> list[Path]:
+    return sorted(f for label in IMDB_LABELS for f in (Path(root) / split / label).glob("*.txt"))
 
 
 def read_csv(root: Path, split: str, ds: DocDataset) -> list[Example]:
+    return list(iter_csv(root, split, ds))
+
+
+def iter_csv(root: Path, split: str, ds: DocDataset) -> Iterator[Example]:
     path = Path(root) / f"{split}.csv"
     if not path.is_file():
         raise DataError(f"{ds.name}: {path} does not exist; data.path must hold train.csv and test.csv.")
     labels = labels_of(ds)
-    out = []
+    n = 0
     for i, row in enumerate(csv.reader(read_lines(path)), start=1):
         if len(row) < 2:
             raise DataError(f"{path}, line {i}: expected label,text[,...] columns, got {len(row)}.")
         if row[0] not in labels:
             raise DataError(f"{path}, line {i}: label {row[0]!r} is not one of 1..{ds.n_classes} ({ds.name}).")
         text = " ".join(part.replace("\\n", " ").replace('\\"', '"') for part in row[1:] if part)
-        out.append(Example(f"{split}-{i}", text, None, row[0]))
-    if not out:
+        yield Example(f"{split}-{i}", text, None, row[0])
+        n += 1
+    if not n:
         raise DataError(f"{path} holds no examples (an empty or truncated copy?); replace it with the "
                         "dataset's official file.")
-    return out
 
 
 def read_docs(ds: DocDataset, root: Path, split: str) -> list[Example]:
-    return read_imdb(root, split) if ds.layout == "imdb" else read_csv(root, split, ds)
+    return list(iter_docs(ds, root, split))
+
+
+def iter_docs(ds: DocDataset, root: Path, split: str) -> Iterator[Example]:
+    """The examples of one split, streamed (memory holds a piece of the file, not the split)."""
+    return iter_imdb(root, split) if ds.layout == "imdb" else iter_csv(root, split, ds)
+
+
+def split_files(ds: DocDataset, root: Path, split: str) -> list[Path]:
+    """The files a split is read from (their stamps key its cache entry)."""
+    return imdb_files(root, split) if ds.layout == "imdb" else [Path(root) / f"{split}.csv"]

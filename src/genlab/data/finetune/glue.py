@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import csv
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 
 from genlab.data.text.chunks import read_lines
@@ -90,21 +92,26 @@ def get_task(name: str) -> GlueTask:
     return TASKS[key]
 
 
-def read_tsv(path: Path) -> list[list[str]]:
-    """Rows of a GLUE TSV (tab-separated, no quoting, as the official processors read them)."""
+def read_tsv(path: Path) -> Iterator[list[str]]:
+    """Rows of a GLUE TSV (tab-separated, no quoting, as the official processors read them), streamed."""
     if not path.is_file():
         raise DataError(f"GLUE file {path} does not exist; point data.path at the task folder of the GLUE download.")
-    return list(csv.reader(read_lines(path), delimiter="\t", quotechar=None))
+    return csv.reader(read_lines(path), delimiter="\t", quotechar=None)
 
 
 def read_split(task: GlueTask, root: Path, split: Split) -> list[Example]:
+    return list(iter_split(task, root, split))
+
+
+def iter_split(task: GlueTask, root: Path, split: Split) -> Iterator[Example]:
+    """The examples of one split, streamed (memory holds a piece of the file, not the split)."""
     path = Path(root) / split.file
     rows = read_tsv(path)
     start = 1 if split.header else 0
     needed = max(c for c in (split.a, split.b, split.label if split.label != -1 else None, split.index)
                  if c is not None)
-    out = []
-    for i, row in enumerate(rows[start:], start=start + 1):
+    n = 0
+    for i, row in enumerate(islice(rows, start, None), start=start + 1):
         if len(row) <= needed or (split.label == -1 and len(row) < 2):
             raise DataError(f"{path}, line {i}: {len(row)} tab-separated columns, task {task.name} needs at least "
                             f"{needed + 1}; fix or delete the malformed row.")
@@ -122,11 +129,11 @@ def read_split(task: GlueTask, root: Path, split: Split) -> list[Example]:
                                     f"(task {task.name}); wrong task folder, or a corrupt row.")
                 label = raw
         guid = row[split.index] if split.index is not None else f"{split.file}-{i}"
-        out.append(Example(guid, row[split.a], row[split.b] if split.b is not None else None, label))
-    if not out:
+        yield Example(guid, row[split.a], row[split.b] if split.b is not None else None, label)
+        n += 1
+    if not n:
         raise DataError(f"{path} holds no examples (an empty or truncated copy?); replace it with the "
                         "dataset's official file.")
-    return out
 
 
 def write_submission(path: Path, task: GlueTask, guids: list[str], predictions: list) -> None:

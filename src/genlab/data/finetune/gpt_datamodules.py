@@ -24,7 +24,8 @@ batches it would have seen.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -34,14 +35,13 @@ from torch.utils.data import DataLoader, Dataset
 
 from genlab.data.finetune import gpt_transforms as T
 from genlab.data.finetune import story_cloze as sc
-from genlab.data.finetune.datamodule import ClassificationDataModule
-from genlab.data.finetune.glue import Example
+from genlab.data.finetune.datamodule import ClassificationDataModule, EncodedSplit
 from genlab.data.finetune.race import RaceDataModule, RaceQuestion, question_bytes
 from genlab.data.finetune.resumable import ResumableTrainOrder
 from genlab.data.finetune.tokenizer_cache import cached_tokenizer_model
 from genlab.data.sources.tiers import locate
-from genlab.data.text.encoded_texts import tokenize_texts
-from genlab.data.text.progress import text_bytes, tracked
+from genlab.data.text.encoded_texts import EncodedRows, tokenize_texts
+from genlab.data.text.progress import tracked
 from genlab.data.tokenizers.gpt_bpe import (
     GPTSentencePiece,
     GPTTokenizer,
@@ -54,7 +54,7 @@ GPT_LAYOUTS = ("gpt", "gpt_both_orders")
 
 
 # ------------------------------------------------------------------------------------------------ shared parts
-def gpt_tokenizer(path: str | None, texts: Callable[[], list[str]], cache_dir: str | None,
+def gpt_tokenizer(path: str | None, texts: Callable[[], Iterable[str]], cache_dir: str | None,
                   vocab_size: int) -> GPTTokenizer:
     """``data.tokenizer`` when set; else a GPT BPE trained (once, cached per text) on ``texts()``."""
     if path is not None:
@@ -109,6 +109,21 @@ class GPTLoaders:
 
 
 # ------------------------------------------------------------------------------------------------ GLUE / NLI / docs
+def gpt_item(a: list[int], b: list[int] | None, label: float | None, both_orders: bool, max_len: int,
+             special: T.SpecialTokens, regression: bool) -> dict[str, Any]:
+    """One example in GPT's layout: ``<s> a <e>``, ``<s> a $ b <e>`` or both orders of the pair."""
+    if b is None:
+        tokens: Any = T.classification(a, special, max_len)
+    elif both_orders:
+        tokens = list(T.similarity(a, b, special, max_len))
+    else:
+        tokens = T.entailment(a, b, special, max_len)
+    item = {"tokens": tokens}
+    if label is not None:
+        item["labels"] = float(label) if regression else int(label)
+    return item
+
+
 class GPTClassificationDataModule(GPTLoaders, ClassificationDataModule):
     """``ClassificationDataModule`` (same ``task`` names, tiers, splits and ``n_folds`` / ``fold``
     cross-validation) with GPT's transforms."""
@@ -124,33 +139,22 @@ class GPTClassificationDataModule(GPTLoaders, ClassificationDataModule):
                          batch_size, eval_batch_size, num_workers, max_train_examples, n_folds, fold, num_proc)
         self.seed = seed
 
-    def _load_tokenizer(self, train_texts: list[str]) -> GPTTokenizer:
+    def _load_tokenizer(self, train_texts: Iterable[str]) -> GPTTokenizer:
         return gpt_tokenizer(self.tokenizer_file, lambda: train_texts, self.cache_dir, self.vocab_size)
 
-    def _encode(self, name: str, examples: list[Example], labelled: bool) -> GPTExamples:
-        ids, sp, n = self.encoded.ids, T.SpecialTokens.after_vocab(self.tokenizer.vocab_size), self.max_seq_len
-        tokens: list = []
-        for ex in tracked(examples, f"laying out {self.task} {name}", lambda e: text_bytes(e.text_a, e.text_b)):
-            a = ids(ex.text_a)
-            if ex.text_b is None:
-                if self.layout == "gpt_both_orders":
-                    raise DataError(f"data.layout=gpt_both_orders needs sentence pairs; data.task={self.task} has "
-                                    "single texts: use data.layout=gpt.")
-                tokens.append(T.classification(a, sp, n))
-            elif self.layout == "gpt_both_orders":
-                tokens.append(list(T.similarity(a, ids(ex.text_b), sp, n)))
-            else:
-                tokens.append(T.entailment(a, ids(ex.text_b), sp, n))
-        labels = None
-        if labelled:
-            labels = ([float(e.label) for e in examples] if self.is_regression
-                      else [self.labels.index(e.label) for e in examples])
-        return GPTExamples(tokens, labels, guids=[e.guid for e in examples])  # guids key GLUE submission files
+    def _encode(self, name: str, rows: EncodedRows, labelled: bool) -> EncodedSplit:
+        if self.layout == "gpt_both_orders" and len(rows) and (rows.values[:, 1] < 0).any():
+            raise DataError(f"data.layout=gpt_both_orders needs sentence pairs; data.task={self.task} has "
+                            "single texts: use data.layout=gpt.")
+        make_item = partial(gpt_item, both_orders=self.layout == "gpt_both_orders", max_len=self.max_seq_len,
+                            special=T.SpecialTokens.after_vocab(self.tokenizer.vocab_size),
+                            regression=self.is_regression)
+        return EncodedSplit(name, rows, make_item, labelled, self.is_regression)  # its guids key GLUE submissions
 
     def train_dataloader(self) -> DataLoader:
         return self.train_loader(self.splits["train"], self.batch_size)
 
-    def _loader(self, split: GPTExamples, shuffle: bool, batch_size: int) -> DataLoader:
+    def _loader(self, split: EncodedSplit, shuffle: bool, batch_size: int) -> DataLoader:
         return self.eval_loader(split, batch_size)
 
 

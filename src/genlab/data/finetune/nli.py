@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,12 +43,12 @@ from genlab.errors import DataError
 SPLITS = ("train", "dev", "test")
 
 
-def read_snli(path: Path) -> list[Example]:
+def read_snli(path: Path) -> Iterator[Example]:
     """Labelled pairs of one SNLI ``.jsonl`` file (``-`` gold labels dropped)."""
     if not path.is_file():
         raise DataError(f"SNLI file {path} does not exist; data.path must be the snli_1.0 folder "
                         "(snli_1.0_{train,dev,test}.jsonl).")
-    out = []
+    n = 0
     for i, line in enumerate(read_lines(path), start=1):
         if not line.strip():
             continue
@@ -62,18 +62,18 @@ def read_snli(path: Path) -> list[Example]:
             continue
         if label not in SNLI.labels:
             raise DataError(f"{path}, line {i}: gold_label {label!r} is not one of {list(SNLI.labels)} or '-'.")
-        out.append(Example(str(obj.get("pairID", f"{path.name}-{i}")), a, b, label))
-    if not out:
+        yield Example(str(obj.get("pairID", f"{path.name}-{i}")), a, b, label)
+        n += 1
+    if not n:
         raise DataError(f"{path} holds no labelled SNLI pairs.")
-    return out
 
 
-def read_scitail(path: Path) -> list[Example]:
+def read_scitail(path: Path) -> Iterator[Example]:
     """Pairs of one SciTail ``tsv_format`` file (premise, hypothesis, label; no header)."""
     if not path.is_file():
         raise DataError(f"SciTail file {path} does not exist; data.path must be the SciTailV1.1 folder "
                         "(tsv_format/scitail_1.0_{train,dev,test}.tsv).")
-    out = []
+    n = 0
     for i, row in enumerate(csv.reader(read_lines(path), delimiter="\t", quotechar=None), start=1):
         if not row:
             continue
@@ -82,10 +82,10 @@ def read_scitail(path: Path) -> list[Example]:
                             "hypothesis, label.")
         if row[2] not in SCITAIL.labels:
             raise DataError(f"{path}, line {i}: label {row[2]!r} is not one of {list(SCITAIL.labels)}.")
-        out.append(Example(f"{path.name}-{i}", row[0], row[1], row[2]))
-    if not out:
+        yield Example(f"{path.name}-{i}", row[0], row[1], row[2])
+        n += 1
+    if not n:
         raise DataError(f"{path} holds no SciTail pairs.")
-    return out
 
 
 @dataclass(frozen=True)
@@ -93,13 +93,13 @@ class NLIDataset:
     name: str
     labels: tuple[str, ...]
     files: dict[str, str]  # split -> file under the dataset folder
-    read: Callable[[Path], list[Example]]
+    read: Callable[[Path], Iterator[Example]]  # streamed
     download: RemoteFile
     folder: str  # the archive's top folder (the dataset folder)
     homepage: str
 
     def read_split(self, root: Path, split: str) -> list[Example]:
-        return self.read(Path(root) / self.files[split])
+        return list(self.read(Path(root) / self.files[split]))
 
     def spec(self) -> DatasetSpec:
         return DatasetSpec(self.name, tuple(self.files.values()), downloads=(self.download,),

@@ -9,29 +9,18 @@ same key whichever tier, spelling or symlink named their folder, and a replaced 
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from genlab.data.lm.vocab import Vocab
-from genlab.data.text.cache_entry import build_entry, verified_meta
+from genlab.data.text.cache_entry import build_entry, file_stamp, verified_meta
+from genlab.data.text.npy_stream import NpyWriter
 from genlab.errors import DataError
 from genlab.utils import stable_hash
 
 CACHE_FORMAT = 2  # 2: manifest with checksums; the source tier left the key
-
-
-def file_stamp(root: Path, files: Sequence[str]) -> tuple:
-    """(name, size, mtime_ns) of every input file: cheap, and changes whenever a file is replaced. Hashing the
-    contents instead would cost every run a full read (~15 s for 13 GB); a copy that loses the times only
-    costs one rebuild."""
-    out = []
-    for name in files:
-        st = (Path(root) / name).stat()
-        out.append((name, st.st_size, st.st_mtime_ns))
-    return tuple(out)
 
 
 def cache_key(dataset: str, root: Path, files: Sequence[str], settings: Mapping) -> str:
@@ -60,32 +49,14 @@ def _fill(folder: Path, vocab: Vocab, splits: Mapping[str, np.ndarray | Iterable
     return {"vocab_size": len(vocab), "vocab_fingerprint": vocab.fingerprint(), "splits": lengths}
 
 
-NPY_HEADER_BYTES = 128
-
-
-def _npy_header(n: int) -> bytes:
-    """A version-1.0 .npy header for a 1-D little-endian int32 array of length ``n``, padded to a fixed size so
-    the data can be streamed first and the length filled in afterwards."""
-    fields = f"{{'descr': '<i4', 'fortran_order': False, 'shape': ({n},), }}"
-    header = fields.ljust(NPY_HEADER_BYTES - 10 - 1) + "\n"
-    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode("latin1")
-
-
 def _save_ids(path: Path, ids: np.ndarray | Iterable[np.ndarray], vocab_size: int) -> int:
     """Write ids (one array or a stream of chunks) as an int32 .npy file; return the length."""
-    chunks = (ids,) if isinstance(ids, np.ndarray) else ids
-    n = 0
-    with open(path, "wb") as f:
-        f.write(b"\0" * NPY_HEADER_BYTES)
-        for chunk in chunks:
-            chunk = np.ascontiguousarray(chunk, dtype="<i4")
-            if chunk.size and (chunk.min() < 0 or chunk.max() >= vocab_size):
-                raise RuntimeError(f"{path.name}: ids outside [0, {vocab_size}) (reader bug)")
-            f.write(chunk.tobytes())
-            n += len(chunk)
-        f.seek(0)
-        f.write(_npy_header(n))
-    return n
+    out = NpyWriter(path, "<i4")
+    for chunk in (ids,) if isinstance(ids, np.ndarray) else ids:
+        if len(chunk) and (np.min(chunk) < 0 or np.max(chunk) >= vocab_size):
+            raise RuntimeError(f"{path.name}: ids outside [0, {vocab_size}) (reader bug)")
+        out.append(chunk)
+    return out.close()
 
 
 def _read_entry(entry: Path, meta: dict) -> tuple[Vocab, dict[str, np.ndarray], Path]:

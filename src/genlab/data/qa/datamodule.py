@@ -13,7 +13,9 @@ unlabelled file from ``unlabeled_path``, default ``<path>/unlabeled.jsonl``); ``
 files (sha256-checked), with ``unlabeled_path``; ``mini`` = an offline build of all three files: ``mini=wiki`` real
 Wikipedia text (genlab.data.qa.wiki_mini), ``mini=synthetic`` the unit-test fixture.
 
-Tokens and vocabularies: genlab.data.qa.text (G's vocabulary is D's first ids, so G ids need no map).
+Tokens and vocabularies: genlab.data.qa.text (G's vocabulary is D's first ids, so G ids need no map); every
+paragraph and question is tokenised once over ``num_proc`` processes (null: the cores available, at most 8) and
+cached (``tokenize_all``).
 Training batches are ``{"lab": ..., "unl": ...}`` from two infinite, reshuffled streams whose position is saved in
 checkpoints (resume continues with the same batches). ``unlabeled=false`` (SL) reads no unlabelled file and gives
 no ``unl``; ``generator_vocab=false`` (methods without G) leaves G's size out of ``model_overrides``.
@@ -26,6 +28,7 @@ import logging
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Any, Literal
 
@@ -59,10 +62,11 @@ from genlab.data.qa.text import (
     PAD,
     UNK,
     TextNorm,
+    Tokenised,
     Vocabulary,
     shared_vocabularies,
     token_span,
-    tokenize,
+    tokenize_all,
 )
 from genlab.data.qa.wiki_mini import GDAN_WIKI_MINI
 from genlab.data.sources.tiers import locate
@@ -143,7 +147,8 @@ class SemiSupervisedSquadDataModule(pl.LightningDataModule):
                  max_paragraph_tokens: int | None = None,
                  max_question_tokens: int = 60, g_max_question_tokens: int = 20, batch_size: int = 32,
                  unlabeled_batch_size: int = 32, eval_batch_size: int = 64,
-                 extractor: Literal["heuristic", "spacy"] | None = None, spacy_model: str = "en_core_web_sm") -> None:
+                 extractor: Literal["heuristic", "spacy"] | None = None, spacy_model: str = "en_core_web_sm",
+                 num_proc: int | None = None) -> None:
         super().__init__()
         check_label_rate(label_rate)
         if d_vocab_from not in ("all", "training"):
@@ -162,6 +167,7 @@ class SemiSupervisedSquadDataModule(pl.LightningDataModule):
         self.splits: dict[str, list[Item]] = {}
         self.vocab: Vocabulary | None = None
         self.g_vocab_size = 0
+        self._words: Tokenised = {}
         self._train_pool: list[Item] = []
         self.skipped = 0
         self.next_position = 0
@@ -188,7 +194,7 @@ class SemiSupervisedSquadDataModule(pl.LightningDataModule):
     # ------------------------------------------------------------------------------------------------ set-up
     def _passage(self, context: str, cache: dict[str, int]) -> int:
         if context not in cache:
-            words, offsets = tokenize(context, self.norm)
+            words, offsets = self._words[context]
             cap = self.hparams.max_paragraph_tokens
             if cap is not None:
                 words, offsets = words[:cap], offsets[:cap]
@@ -214,7 +220,7 @@ class SemiSupervisedSquadDataModule(pl.LightningDataModule):
                 break
         if span is None and not evaluation:
             return None
-        question = tokenize(ex.question, self.norm)[0][:self.hparams.max_question_tokens] or ["<unk>"]
+        question = self._words[ex.question][0][:self.hparams.max_question_tokens] or ["<unk>"]
         golds = [str(a.get("text", "")) for a in ex.answers if isinstance(a, dict)]
         return Item(pid, *(span or (0, 0)), question=question, qid=ex.qid, golds=golds)
 
@@ -227,6 +233,10 @@ class SemiSupervisedSquadDataModule(pl.LightningDataModule):
         n_original = sum(len(qs) for _, qs in articles)
         train_q, test_q = split_by_article(articles, hp.test_fraction, hp.split_seed)
         dev_q = [q for _, qs in read_articles(root / "dev-v1.1.json") for q in qs]
+        u_rows = read_unlabeled(self._unlabeled_file(root), self._extractor()) if hp.unlabeled else []
+        labelled = [*train_q, *test_q, *dev_q]
+        self._words = tokenize_all(chain((q.context for q in labelled), (q.question for q in labelled),
+                                         (r.context for r in u_rows)), self.norm, hp.cache_dir, hp.num_proc)
         cache: dict[str, int] = {}
         usable = [it for it in (self._labeled_item(q, cache, False) for q in train_q) if it is not None]
         self.skipped = len(train_q) - len(usable)
@@ -245,19 +255,18 @@ class SemiSupervisedSquadDataModule(pl.LightningDataModule):
                                                                          "test articles)")):
             _check_scorable(self.splits[split], where)
         if hp.unlabeled:
-            self.unlabeled = self._read_unlabeled(self._unlabeled_file(root), cache)
+            self.unlabeled = self._unlabeled_items(self._unlabeled_file(root), u_rows, cache)
         self._build_vocab()
         self.n_original = n_original
         log.info("GDAN data: %d training questions (file), L = %d (rate %.2f), test %d, dev %d, U %d pairs; "
                  "|V_D| = %d, |V_G| = %d", n_original, len(self.labeled), hp.label_rate, len(self.splits["test"]),
                  len(self.splits["dev"]), len(self.unlabeled), len(self.vocab), self.g_vocab_size)
 
-    def _read_unlabeled(self, path: Path, cache: dict[str, int]) -> list[Item]:
+    def _unlabeled_items(self, path: Path, rows: list[UnlabeledParagraph], cache: dict[str, int]) -> list[Item]:
         hp = self.hparams
         rng = np.random.default_rng(hp.split_seed + 7919)  # U is one fixed set across runs, like the thesis' 50K
-        rows: list[UnlabeledParagraph] = read_unlabeled(path, self._extractor())
         items = []
-        for row in tracked(rows, f"tokenising {path.name}", lambda r: text_bytes(r.context)):
+        for row in tracked(rows, f"sampling answers of {path.name}", lambda r: text_bytes(r.context)):
             answers = sample_answers(row.answers, hp.answers_per_paragraph, rng)
             pid = self._passage(row.context, cache)
             for a in answers:

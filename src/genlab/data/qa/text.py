@@ -15,10 +15,14 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from genlab.data.finetune.squad_align import Paragraph, char_to_piece_span
+from genlab.data.text.encoded_texts import encode_rows, texts_digest
+from genlab.data.text.progress import text_bytes
+from genlab.errors import DataError
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 _DIGIT = re.compile(r"\d")
@@ -45,6 +49,34 @@ def tokenize(text: str, norm: TextNorm = TextNorm()) -> tuple[list[str], np.ndar
         words.append(norm(m.group()))
         spans.append(m.span())
     return words, np.array(spans, dtype=np.int64).reshape(-1, 2)
+
+
+Tokenised = dict[str, tuple[list[str], np.ndarray]]  # text -> (normalised words, [n, 2] character spans)
+
+
+def _word_encoder(norm: TextNorm):
+    def encode(text: str) -> tuple:
+        words, spans = tokenize(text, norm)
+        return (spans[:, 0].tolist(), spans[:, 1].tolist()), (), " ".join(words)  # words hold no whitespace
+
+    return encode
+
+
+def tokenize_all(texts: Iterable[str], norm: TextNorm, cache_dir: str | Path | None,
+                 num_proc: int | None = None) -> Tokenised:
+    """:func:`tokenize` of every distinct text, over ``num_proc`` processes and cached as the finetuning texts are
+    (``genlab.data.text.encoded_texts``: spans as int arrays, the normalised words as each row's tag); keyed on the
+    texts, the token pattern and the normalisation."""
+    distinct = list(dict.fromkeys(texts))
+    key = ("gdan words", _TOKEN.pattern, norm.lowercase, norm.digits_to_zero, len(distinct), texts_digest(distinct))
+    rows = encode_rows(distinct, _word_encoder(norm), key, cache_dir, "gdan words", fields=("starts", "ends"),
+                       num_proc=num_proc, progress=(sum(map(text_bytes, distinct)), text_bytes))
+    tags = rows.tags()
+    if len(rows) != len(distinct) or len(tags) != len(distinct):
+        raise DataError(f"encoded-text cache {rows.entry} does not match its texts; delete the folder and run again.")
+    return {t: (tags[i].split(" ") if tags[i] else [],
+                np.stack([rows.row(i, "starts"), rows.row(i, "ends")], axis=1).astype(np.int64))
+            for i, t in enumerate(distinct)}
 
 
 def token_span(offsets: np.ndarray, start: int, end: int) -> tuple[int, int] | None:
