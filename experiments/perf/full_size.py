@@ -98,12 +98,8 @@ TRAINED = {
     "cegan_gmm4": (None, "not stated (Dai thesis Table B.2)"),
     "cegan_gmm4_vi": (None, "not stated (Dai thesis Table B.2, VI)"),
     "cegan_nist": ("mnist", "not stated (Dai thesis App. B.5.2)"),
-    "planetoid_t_citeseer": ("planetoid-citeseer", "not stated (Yang thesis Table 3.6, Planetoid-T)"),
-    "planetoid_t_cora": ("planetoid-cora", "not stated (Yang thesis Table 3.6, Planetoid-T)"),
-    "planetoid_t_pubmed": ("planetoid-pubmed", "not stated (Yang thesis Table 3.6, Planetoid-T)"),
-    "planetoid_i_citeseer": ("planetoid-citeseer", "not stated (Yang thesis Table 3.6, Planetoid-I)"),
-    "planetoid_i_cora": ("planetoid-cora", "not stated (Yang thesis Table 3.6, Planetoid-I)"),
-    "planetoid_i_pubmed": ("planetoid-pubmed", "not stated (Yang thesis Table 3.6, Planetoid-I)"),
+    **{f"planetoid_{mode}_{graph}": (f"planetoid-{graph}", f"not stated (Yang thesis Table 3.6, Planetoid-{mode.upper()})")
+       for mode in "ti" for graph in ("citeseer", "cora", "pubmed")},
 }
 # Every train.py run: checkpoints every 2 steps (the first one kept), no sanity/test passes, CSV logs. Planetoid's
 # first batch is its whole warm-up (one step per sub-batch): shrunk to 2 + 1 sub-batches, checkpoint at step 4.
