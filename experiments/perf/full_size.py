@@ -15,6 +15,12 @@ only the batch is shrunk to fit: ``--batch`` sequences (1) of the preset's lengt
   mapped, copied in place so the resume needs no second copy of the state) and the same step again: every weight
   and optimiser tensor must equal the continuation's (``torch.equal`` on kept copies; where copies would not fit,
   ``--keep-gb``, SHA-256 of the raw bytes, which is stricter);
+- the image and graph systems (bad GAN, PixelCNN++, CEGAN, Planetoid: manual optimisation, models sized by their
+  data) step through ``train.py`` itself on data of the real format and size (``full_size_data``), at their real
+  batch: a run of ``--steps`` + 1 steps with a checkpoint after ``--steps``, and a second run resumed from that
+  checkpoint with ``ckpt_path=``, which must end in the same checkpoint bit for bit (weights, optimiser and
+  scheduler states, step); a callback injected into the first run times its steps and checkpoint writes, and the
+  estimate is the one train.py's memory guard logs;
 - ``--fsdp2 PRESET ...``: the preset also through Lightning's 2-process FSDP2 (``genlab.parallel.FSDP2Strategy``,
   gloo) with the task's own optimiser for ``--steps`` steps: step time, per-process peak RSS and parameter share.
 
@@ -30,7 +36,9 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -39,10 +47,14 @@ import time
 import warnings
 from pathlib import Path
 
+import pytorch_lightning as pl
 import torch
 from omegaconf import open_dict
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+from full_size_data import dataset_dir  # noqa: E402
 from gpu_check import FAMILIES, Stepper, compose_preset, make_batches  # noqa: E402
 
 from genlab.assemble import build_task  # noqa: E402
@@ -70,6 +82,31 @@ PRESETS = {
     "mos_text8_mos": ("awd_mos", 27, "8.45M (Dai thesis Table A.12)"),
     "mos_lm1b_mos": ("awd_mos", 100_000, "113M (Dai thesis Table A.3)"),
 }
+# Presets whose tasks step through train.py itself (manual optimisation, models sized by their data), each on data of
+# the real format and size (``full_size_data``; None: generated in code) -> (dataset, the paper's count).
+TRAINED = {
+    "bad_gan_mnist_fm": ("mnist", "not stated (Yang thesis Table 3.2, MNIST FM)"),
+    "bad_gan_mnist_fm_vi": ("mnist", "not stated (Yang thesis Table 3.2, MNIST FM+VI)"),
+    "bad_gan_svhn": ("svhn", "not stated (Yang thesis Table 3.1, SVHN)"),
+    "bad_gan_svhn_fm_vi": ("svhn", "not stated (Yang thesis Table 3.2, SVHN FM+VI)"),
+    "bad_gan_cifar10_fm": ("cifar10", "not stated (Yang thesis Table 3.2, CIFAR-10 FM)"),
+    "bad_gan_cifar10": ("cifar10", "not stated (Yang thesis Table 3.1, CIFAR-10)"),
+    "bad_gan_toy2d_circles": (None, "not stated (Yang thesis Fig. 3.4)"),
+    "bad_gan_toy2d_spins": (None, "not stated (Yang thesis Fig. 3.3)"),
+    "pixelcnn_mnist": ("mnist", "not stated (PixelCNN++ for Yang thesis Table 3.2's LD)"),
+    "pixelcnn_svhn": ("svhn", "not stated (PixelCNN++ for Yang thesis Table 3.2's LD)"),
+    "cegan_gmm4": (None, "not stated (Dai thesis Table B.2)"),
+    "cegan_gmm4_vi": (None, "not stated (Dai thesis Table B.2, VI)"),
+    "cegan_nist": ("mnist", "not stated (Dai thesis App. B.5.2)"),
+    **{f"planetoid_{mode}_{graph}": (f"planetoid-{graph}", f"not stated (Yang thesis Table 3.6, Planetoid-{mode.upper()})")
+       for mode in "ti" for graph in ("citeseer", "cora", "pubmed")},
+}
+# Every train.py run: checkpoints every 2 steps (the first one kept), no sanity/test passes, CSV logs. Planetoid's
+# first batch is its whole warm-up (one step per sub-batch): shrunk to 2 + 1 sub-batches, checkpoint at step 4.
+RUN = ["trainer.max_epochs=null", "trainer.num_sanity_val_steps=0", "trainer.limit_val_batches=2",
+       "trainer.enable_progress_bar=false", "test_after_fit=false", "logger=csv", "callbacks.checkpoint.monitor=null"]
+STEPS = {"planetoid": ["data.warmup_label_iters=2", "data.warmup_graph_iters=1", "trainer.max_steps=5",
+                       "callbacks.checkpoint.every_n_train_steps=4"]}
 GB = 1024**3
 
 
@@ -116,7 +153,7 @@ def state_tensors(task: torch.nn.Module, opt: torch.optim.Optimizer) -> dict[str
 
 
 def digest(t: torch.Tensor) -> str:
-    return hashlib.sha256(t.detach().reshape(-1).contiguous().view(torch.uint8).numpy().data).hexdigest()
+    return hashlib.sha256(raw_bytes(t).numpy().data).hexdigest()
 
 
 def carried(task, stepper) -> dict:
@@ -195,6 +232,118 @@ def count_only(preset: str) -> int:
     return sum({id(p): p.numel() for p in task.parameters()}.values())
 
 
+# ------------------------------------------------------------------------------------------------ through train.py
+class StepClock(pl.Callback):
+    """Injected into a train.py run (``+callbacks.clock``): times each training batch and each checkpoint write
+    (train.py's own atomic checkpoint IO), keeps the first checkpoint as ``first.ckpt`` (a hard link: later saves
+    replace ``last.ckpt`` by rename) and prints one ``CLOCK`` line with the process's peak RSS at teardown."""
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+        self.writes: list[tuple[float, int]] = []
+
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        io = trainer.strategy.checkpoint_io
+        save = io.save_checkpoint
+
+        def timed_save(checkpoint: dict, path, storage_options=None) -> None:
+            t0 = time.perf_counter()
+            save(checkpoint, path, storage_options)
+            self.writes.append((time.perf_counter() - t0, os.path.getsize(path)))
+            first = Path(path).with_name("first.ckpt")
+            if len(self.writes) == 1 and not first.exists():
+                os.link(path, first)
+
+        io.save_checkpoint = timed_save
+        model = getattr(pl_module, "model", pl_module)
+        self.params = sum({id(p): p.numel() for p in model.parameters()}.values())
+        self.optimizers = ""
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        names = [type(o).__name__ for o in trainer.optimizers]
+        self.optimizers = " + ".join(dict.fromkeys(f"{n} x{names.count(n)}" if names.count(n) > 1 else n
+                                                   for n in names))
+
+    def on_train_batch_start(self, *args) -> None:
+        self.t0 = time.perf_counter()
+
+    def on_train_batch_end(self, *args) -> None:
+        self.times.append(time.perf_counter() - self.t0)
+
+    def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        print("CLOCK " + json.dumps({"times": self.times, "writes": self.writes, "params": self.params,
+                                     "peak_rss_gb": peak_rss_gb(), "global_step": trainer.global_step,
+                                     "optimizers": self.optimizers}), flush=True)
+
+
+def flat(x, at: str = "") -> dict[str, object]:
+    """Every leaf of nested dicts/lists (tensors and plain values) by its path."""
+    if isinstance(x, dict):
+        return {k: v for key, value in x.items() for k, v in flat(value, f"{at}.{key}").items()}
+    if isinstance(x, (list, tuple)):
+        return {k: v for i, value in enumerate(x) for k, v in flat(value, f"{at}[{i}]").items()}
+    return {at: x}
+
+
+def same_bits(a: object, b: object) -> bool:
+    """Bit for bit (so a NaN buffer equals itself); plain values by ``==``."""
+    if isinstance(a, torch.Tensor):
+        return (isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape
+                and torch.equal(raw_bytes(a), raw_bytes(b)))
+    return a == b or (a != a and b != b)
+
+
+def raw_bytes(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().reshape(-1).contiguous().view(torch.uint8)
+
+
+def train_py(run: Path, preset: str, args: argparse.Namespace, *extra: str) -> tuple[dict, str]:
+    """One train.py run of ``preset`` on its full-size data with the StepClock; (its CLOCK record, its log)."""
+    dataset, _ = TRAINED[preset]
+    data = []
+    if dataset is not None:
+        root = dataset_dir(dataset, Path(args.folder) / "full_size_data")
+        data = ["data.source=path", f"data.path={root}", *(["data.name=synth"] if dataset.startswith("planetoid") else [])]
+    steps = STEPS.get(preset.split("_")[0], [f"trainer.max_steps={args.steps + 1}",
+                                              f"callbacks.checkpoint.every_n_train_steps={args.steps}"])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
+    cmd = [sys.executable, str(ROOT / "train.py"), f"experiment={preset}", f"hydra.run.dir={run}", *RUN, *data,
+           *steps, "+callbacks.clock._target_=full_size.StepClock", *extra]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    log = proc.stdout + proc.stderr
+    clock = [ln for ln in proc.stdout.splitlines() if ln.startswith("CLOCK ")]
+    if proc.returncode or not clock:
+        raise RuntimeError(f"train.py experiment={preset} exit {proc.returncode}: {log[-1500:]}")
+    return json.loads(clock[-1].removeprefix("CLOCK ")), log
+
+
+def trained_preset(preset: str, args: argparse.Namespace) -> dict:
+    """Run, then resume its first checkpoint in a second run: both must end in the same checkpoint (torch.equal on
+    weights, optimiser and scheduler states, loop counters)."""
+    from genlab.checkpoints import load
+
+    folder = Path(tempfile.mkdtemp(prefix=f"full_size_{preset}_", dir=args.folder))
+    try:
+        a, log = train_py(folder / "straight", preset, args)
+        b, _ = train_py(folder / "resumed", preset, args, f"ckpt_path={folder / 'straight/checkpoints/first.ckpt'}")
+        end_a, end_b = (load(folder / run / "checkpoints/last.ckpt", key="ckpt_path") for run in ("straight", "resumed"))
+        keys = ("state_dict", "optimizer_states", "lr_schedulers", "global_step")
+        leaves_a, leaves_b = (flat({k: end.get(k) for k in keys}) for end in (end_a, end_b))
+        exact = leaves_a.keys() == leaves_b.keys() and all(same_bits(v, leaves_b[k]) for k, v in leaves_a.items())
+        n_tensors = sum(isinstance(v, torch.Tensor) for v in leaves_a.values())
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    est = [m for m in re.finditer(r"parameters; estimated memory ([0-9.]+) GB \(([^)]*)\)", log)]
+    write_s, size = a["writes"][0]
+    cfg = compose_preset(preset)
+    return {"preset": preset, "params": a["params"], "paper": TRAINED[preset][1], "batch": [cfg.data.batch_size],
+            "precision": str(cfg.trainer.precision), "optimizer": a["optimizers"], "step_s": statistics.median(a["times"]),
+            "peak_rss_gb": a["peak_rss_gb"], "estimate_gb": float(est[-1].group(1)) if est else float("nan"),
+            "estimate_note": "" if not est or "activations not estimated" not in est[-1].group(2) else "no activations",
+            "ckpt_gb": size / GB, "write_s": write_s, "resume_exact": exact, "tensors": n_tensors,
+            "compared_by": f"bit for bit, train.py resumed to step {b['global_step']}"}
+
+
 # ------------------------------------------------------------------------------------------------ FSDP2
 def fsdp2_worker(preset: str, args: argparse.Namespace) -> dict:
     """One rank of the 2-process run (started by tests/launch_ranks.run_ranks' environment protocol)."""
@@ -242,7 +391,7 @@ def passthrough(args: argparse.Namespace) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--presets", nargs="*", choices=list(PRESETS), default=list(PRESETS))
+    parser.add_argument("--presets", nargs="*", choices=[*PRESETS, *TRAINED], default=[*PRESETS, *TRAINED])
     parser.add_argument("--fsdp2", nargs="*", choices=list(PRESETS), default=["txl_enwik8_base", "bert_base"])
     parser.add_argument("--batch", type=int, default=1, help="sequences per step (shrunk to fit one CPU box)")
     parser.add_argument("--max-len", type=int, default=512, help="cap on the preset's sequence length")
@@ -255,7 +404,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     if args.one or args.fsdp2_worker:
-        result = one_preset(args.one, args) if args.one else fsdp2_worker(args.fsdp2_worker, args)
+        if args.fsdp2_worker:
+            result = fsdp2_worker(args.fsdp2_worker, args)
+        else:
+            result = trained_preset(args.one, args) if args.one in TRAINED else one_preset(args.one, args)
         print("RESULT " + json.dumps(result), flush=True)
         if args.fsdp2_worker:
             sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
@@ -265,8 +417,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.count_only:
         print("| preset | parameters | paper |\n|---|---:|---|")
-        for preset in args.presets:
-            print(f"| {preset} | {count_only(preset):,} | {PRESETS[preset][2]} |", flush=True)
+        for preset in args.presets:  # TRAINED presets: counted by their runs (Planetoid's size is its graph's)
+            if preset in PRESETS:
+                print(f"| {preset} | {count_only(preset):,} | {PRESETS[preset][2]} |", flush=True)
         return 0
     print("| preset | parameters | paper | batch | precision, optimiser | step s | peak RSS GB | estimate GB "
           "| estimate/RSS | checkpoint GB | write s | resume |\n|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---|",
@@ -283,10 +436,11 @@ def main(argv: list[str] | None = None) -> int:
         r = json.loads(lines[0].removeprefix("RESULT "))
         resume = f"{'bit-exact' if r['resume_exact'] else 'DIFFERS'} ({r['tensors']} tensors, {r['compared_by']})"
         failed += [] if r["resume_exact"] else [preset]
-        print(f"| {preset} | {r['params']:,} | {r['paper']} | {r['batch'][0]}x{r['batch'][1]} | {r['precision']}, "
+        note = f" ({r['estimate_note']})" if r.get("estimate_note") else ""
+        print(f"| {preset} | {r['params']:,} | {r['paper']} | {'x'.join(map(str, r['batch']))} | {r['precision']}, "
               f"{r['optimizer']} | {r['step_s']:.2f} | "
-              f"{r['peak_rss_gb']:.2f} | {r['estimate_gb']:.2f} | {r['estimate_gb'] / r['peak_rss_gb']:.2f} | "
-              f"{r['ckpt_gb']:.2f} | {r['write_s']:.1f} | {resume} |", flush=True)
+              f"{r['peak_rss_gb']:.2f} | {r['estimate_gb']:.2f}{note} | {r['estimate_gb'] / r['peak_rss_gb']:.2f} | "
+              f"{r['ckpt_gb']:.3g} | {r['write_s']:.3g} | {resume} |", flush=True)
     for preset in args.fsdp2:
         ranks = sorted(launch_fsdp2(preset, args), key=lambda r: r["rank"])
         print(f"fsdp2 x2 {preset}: " + "; ".join(
