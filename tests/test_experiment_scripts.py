@@ -56,6 +56,7 @@ HELP_ONLY = {
     "experiments/funnel/pair_speed.py": BENCHMARK,
     "experiments/perf/full_size.py": BENCHMARK + " (real-size models: over 12 GB for the largest presets)",
     "experiments/perf/vs_hf.py": BENCHMARK,
+    "experiments/perf/lm_head_loss.py": BENCHMARK,
     "experiments/perf/loader_throughput.py": BENCHMARK + " (builds a 100M-token synthetic cache)",
     "experiments/perf/prep_memory.py": BENCHMARK + " (writes and tokenises corpora of 10-100 MB)",
     "experiments/perf/finetune_prep.py": BENCHMARK + " (writes and encodes a SQuAD-format set of tens of MB)",
