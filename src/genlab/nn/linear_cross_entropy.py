@@ -50,7 +50,6 @@ class _LinearCrossEntropy(torch.autograd.Function):
             for i in range(0, len(h), rows):
                 nll[i:i + rows] = _block_nll(F.linear(h[i:i + rows], w, b), target[i:i + rows],
                                              None if grad is None else grad[i:i + rows])
-        ctx.mark_non_differentiable(target)
         ctx.dtypes = hidden.dtype, weight.dtype, None if bias is None else bias.dtype
         ctx.save_for_backward(h, w, grad)
         return nll
@@ -72,8 +71,8 @@ class _LinearCrossEntropy(torch.autograd.Function):
 
 def linear_cross_entropy(hidden: Tensor, weight: Tensor, target: Tensor, bias: Tensor | None = None,
                          block_elements: int = BLOCK_ELEMENTS) -> Tensor:
-    """Per-row NLL ``[N]`` (fp32, fp64 for fp64 inputs) of ``softmax(hidden [N, d] @ weight [V, d]ᵀ + bias [V])`` at ``target [N]``
-    (every target a real class: select rows before, there is no ignore index)."""
+    """Per-row NLL ``[N]`` (fp32; fp64 for fp64 inputs) of ``softmax(hidden [N, d] @ weight [V, d]ᵀ + bias [V])``
+    at ``target [N]``. Every target is a real class (select the rows first: there is no ignore index)."""
     rows = max(1, block_elements // max(1, weight.shape[0]))
     keep = torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in (hidden, weight, bias))
     return _LinearCrossEntropy.apply(hidden, weight, bias, target, rows, keep)
