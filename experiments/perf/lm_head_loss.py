@@ -25,11 +25,11 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from genlab.nn.linear_cross_entropy import linear_cross_entropy
+from genlab.nn.linear_cross_entropy import BLOCK_ELEMENTS, linear_cross_entropy
 
 LOSSES = {
-    "unfused": lambda h, w, t: F.cross_entropy(F.linear(h, w).float(), t, reduction="none"),
-    "fused": lambda h, w, t: linear_cross_entropy(h, w, t),
+    "unfused": lambda h, w, t, block: F.cross_entropy(F.linear(h, w).float(), t, reduction="none"),
+    "fused": lambda h, w, t, block: linear_cross_entropy(h, w, t, block_elements=block),
 }
 
 
@@ -40,11 +40,11 @@ def leaves(rows: int, dim: int, vocab: int):
     return h, w, torch.randint(0, vocab, (rows,), generator=g)
 
 
-def step(name: str, h, w, t, bf16: bool):
+def step(name: str, h, w, t, bf16: bool, block: int = BLOCK_ELEMENTS):
     h.grad = w.grad = None
     t0 = time.perf_counter()
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-        loss = LOSSES[name](h, w, t).mean()
+        loss = LOSSES[name](h, w, t, block).mean()
     loss.backward()
     return time.perf_counter() - t0, loss.detach(), h.grad, w.grad
 
@@ -60,13 +60,13 @@ def peak_child(args: argparse.Namespace) -> None:
     h, w, t = leaves(args.rows, args.dim, args.vocab)
     before = rss_kb("VmRSS")
     Path("/proc/self/clear_refs").write_text("5")
-    step(args.peak, h, w, t, args.peak_bf16)
+    step(args.peak, h, w, t, args.peak_bf16, args.block_elements)
     print(json.dumps((rss_kb("VmHWM") - before) / 2**20))
 
 
 def peak_gb(args: argparse.Namespace, name: str, bf16: bool) -> float:
     cmd = [sys.executable, __file__, "--peak", name, "--rows", str(args.rows), "--dim", str(args.dim), "--vocab",
-           str(args.vocab)] + (["--peak-bf16"] if bf16 else []) + (["--threads", str(args.threads)] if args.threads
+           str(args.vocab), "--block-elements", str(args.block_elements)] + (["--peak-bf16"] if bf16 else []) + (["--threads", str(args.threads)] if args.threads
                                                                     else [])
     return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.split()[-1])
 
@@ -80,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=5, help="timed steps per side")
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--block-elements", type=int, default=BLOCK_ELEMENTS, help="fused: logits per block")
     parser.add_argument("--no-memory", action="store_true", help="skip the child processes measuring peak memory")
     parser.add_argument("--peak", choices=list(LOSSES), help=argparse.SUPPRESS)
     parser.add_argument("--peak-bf16", action="store_true", help=argparse.SUPPRESS)
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         peak_child(args)
         return 0
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), {args.rows} rows x {args.dim} -> "
-          f"{args.vocab} words")
+          f"{args.vocab} words, fused blocks of {max(1, args.block_elements // args.vocab)} rows")
     h, w, t = leaves(args.rows, args.dim, args.vocab)
     for precision in args.precisions:
         bf16 = precision == "bf16-mixed"
@@ -98,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         last = {}
         for i in range(args.warmup + args.steps):
             for name in (list(LOSSES) if i % 2 == 0 else list(reversed(LOSSES))):
-                dt, loss, gh, gw = step(name, h, w, t, bf16)
+                dt, loss, gh, gw = step(name, h, w, t, bf16, args.block_elements)
                 last[name] = (loss, gh.clone(), gw.clone())
                 if i >= args.warmup:
                     times[name].append(dt)
