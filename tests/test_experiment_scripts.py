@@ -57,6 +57,7 @@ HELP_ONLY = {
     "experiments/perf/full_size.py": BENCHMARK + " (real-size models: over 12 GB for the largest presets)",
     "experiments/perf/full_size_data.py": "writes synthetic datasets at the benchmarks' real sizes (up to 300 MB)",
     "experiments/perf/vs_hf.py": BENCHMARK,
+    "experiments/perf/lm_head_loss.py": BENCHMARK,
     "experiments/perf/loader_throughput.py": BENCHMARK + " (builds a 100M-token synthetic cache)",
     "experiments/perf/prep_memory.py": BENCHMARK + " (writes and tokenises corpora of 10-100 MB)",
     "experiments/perf/finetune_prep.py": BENCHMARK + " (writes and encodes SQuAD / Amazon-2 format sets of tens of MB)",

@@ -163,6 +163,29 @@ def test_release_embedding_dropout_and_softmax_rows():
     assert torch.equal(release.lm_logits(out.hidden, out)[..., :V + S], F.linear(out.hidden, out.token_rows))
 
 
+
+@pytest.mark.parametrize("special_rows", [True, False])
+def test_fused_lm_nll_equals_the_cross_entropy_of_lm_logits(special_rows):
+    """Value and gradients, in the release layout too (dropped matrix of this forward, position rows in the
+    softmax): the fused loss reads the same matrix as lm_logits."""
+    model = tiny(embd_pdrop=0.5, embd_dropout_on_matrix=True, lm_softmax_includes_positions=True).train()
+    x = ids((2, 6))
+    target = x.flatten()[torch.randperm(12, generator=torch.Generator().manual_seed(0))]
+    grads = []
+    for fused in (False, True):
+        model.zero_grad()
+        torch.manual_seed(3)
+        out = model(x)
+        h = out.hidden.flatten(0, 1)
+        if fused:
+            nll = model.lm_nll(h, target, out, special_rows)
+        else:
+            nll = F.cross_entropy(model.lm_logits(h, out, special_rows).float(), target, reduction="none")
+        (nll * torch.arange(12.0)).sum().backward()  # an uneven weight per row
+        grads.append((nll.detach(), *(p.grad.clone() for p in model.parameters())))
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
 # ------------------------------------------------------------------------------------------ finetuning heads
 def test_special_ids_are_new_rows_after_the_vocabulary():
     """Check 23 (model side): <s> $ <e> = V, V+1, V+2; the tied head has V + 3 rows."""

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from genlab.data.finetune.gpt_transforms import SpecialTokens, classification, right_pad
 from genlab.errors import CheckpointError, ConfigError
 from genlab.models.gpt import GPTLMHeadModel, GPTOutput, transfer_pretrained
+from genlab.nn.linear_cross_entropy import linear_cross_entropy
 from genlab.tasks.gpt import (
     GPTFinetuneTask,
     GPTPretrainTask,
@@ -76,10 +77,11 @@ def uniform_ce_logits(ce: float, n_classes: int, target: int) -> torch.Tensor:
 
 
 class StubLM:
-    """``lm_logits`` returns the hidden states themselves: the test writes the logits (hence the CEs) it wants."""
+    """The softmax matrix is the identity, so the logits are the hidden states themselves: the test writes the
+    logits (hence the CEs) it wants."""
 
-    def lm_logits(self, hidden, out=None, special_rows=True):
-        return hidden
+    def lm_nll(self, hidden, target, out=None, special_rows=True):
+        return linear_cross_entropy(hidden, torch.eye(hidden.shape[-1], dtype=hidden.dtype), target)
 
 
 def test_aux_lm_targets_and_per_sequence_normalisation_with_a_stub():

@@ -10,6 +10,7 @@ Interface (batch-major; any leading dims ``...`` such as ``[B, K]`` for K choice
     out = model(input_ids [..., T], attention_mask [..., T] (1 = real) | None)
     out.hidden          # [..., T, d] final states
     model.lm_logits(h [..., d], out, special_rows=True) -> [..., R]   tied softmax logits
+    model.lm_nll(h [N, d], target [N], out, special_rows=True) -> [N]  fp32 NLL under those logits (fused)
 
 Right padding needs no mask: attention is causal, so real positions (and the extract token ``<e>``, the last real
 one) never see padding. ``attention_mask`` is there for left padding or other layouts.
@@ -36,6 +37,7 @@ from torch import Tensor, nn
 from genlab.errors import CheckpointError, ConfigError
 from genlab.models.heads import ClassificationHead, MultipleChoiceHead
 from genlab.nn.attention import MultiHeadSelfAttention
+from genlab.nn.linear_cross_entropy import linear_cross_entropy
 from genlab.nn.views import output_view
 
 
@@ -136,7 +138,7 @@ class GPTLMHeadModel(nn.Module):
     default (HF layout) and change nothing in eval mode / for the ordinary-token logits respectively."""
 
     block_classes = (GPTBlock,)
-    forward_methods = ("lm_logits",)  # entry point besides forward (genlab.parallel gathers the tied matrix)
+    forward_methods = ("lm_logits", "lm_nll")  # entry points besides forward (genlab.parallel gathers the tied W)
 
     def __init__(
         self,
@@ -198,9 +200,9 @@ class GPTLMHeadModel(nn.Module):
                 token_type_ids: Tensor | None = None) -> GPTOutput:
         return self.transformer(input_ids, attention_mask, token_type_ids)
 
-    def lm_logits(self, hidden: Tensor, out: GPTOutput | None = None, special_rows: bool = True) -> Tensor:
-        """``hidden @ Wᵀ`` over the ordinary tokens (+ the specials when ``special_rows``) (+ the position rows
-        when ``lm_softmax_includes_positions``, release finetuning). ``out`` supplies the matrices the forward
+    def output_rows(self, out: GPTOutput | None = None, special_rows: bool = True) -> Tensor:
+        """The softmax matrix ``W [R, d]``: the ordinary tokens (+ the specials when ``special_rows``) (+ the position
+        rows when ``lm_softmax_includes_positions``, release finetuning). ``out`` supplies the matrices the forward
         used (the dropped ones under ``embd_dropout_on_matrix`` in training); otherwise the parameters are used."""
         dropped = out is not None and out.token_rows is not None
         tokens = out.token_rows if dropped else self.output_embedding()
@@ -209,7 +211,17 @@ class GPTLMHeadModel(nn.Module):
         if self.lm_softmax_includes_positions:
             positions = out.position_rows if dropped else self.transformer.positions_embed.weight
             tokens = torch.cat([tokens, positions])
-        return F.linear(hidden, tokens)
+        return tokens
+
+    def lm_logits(self, hidden: Tensor, out: GPTOutput | None = None, special_rows: bool = True) -> Tensor:
+        """``hidden @ Wᵀ`` with ``W = output_rows(out, special_rows)``."""
+        return F.linear(hidden, self.output_rows(out, special_rows))
+
+    def lm_nll(self, hidden: Tensor, target: Tensor, out: GPTOutput | None = None, special_rows: bool = True
+               ) -> Tensor:
+        """fp32 NLL ``[N]`` of ``target [N]`` under ``softmax(lm_logits(hidden [N, d]))``, without materialising the
+        ``[N, R]`` logits in fp32 (genlab.nn.linear_cross_entropy)."""
+        return linear_cross_entropy(hidden, self.output_rows(out, special_rows), target)
 
 
 # ----------------------------------------------------------------------------------------------- finetuning heads

@@ -80,7 +80,7 @@ LEVELS = ("middle", "high")
 def token_nll(model: GPTLMHeadModel, out: GPTOutput, input_ids: Tensor, lm_mask: Tensor | None,
               special_rows: bool) -> tuple[Tensor, Tensor]:
     """Next-token CE at every real target: ``(nll [n], sequence index [n])`` over the flattened sequences.
-    Logits are computed only where a real token follows (the softmax is the expensive part)."""
+    Logits are computed only where a real token follows (the softmax is the expensive part), never all at once."""
     t = input_ids.shape[-1]
     hidden = out.hidden.reshape(-1, t, out.hidden.shape[-1])[:, :-1]
     targets = input_ids.reshape(-1, t)[:, 1:]
@@ -90,8 +90,7 @@ def token_nll(model: GPTLMHeadModel, out: GPTOutput, input_ids: Tensor, lm_mask:
     else:
         keep = lm_mask.reshape(-1, t)[:, 1:].bool()
     seq = torch.arange(n_seq, device=targets.device)[:, None].expand_as(targets)[keep]
-    logits = model.lm_logits(hidden[keep], out, special_rows=special_rows)
-    return F.cross_entropy(logits.float(), targets[keep], reduction="none"), seq
+    return model.lm_nll(hidden[keep], targets[keep], out, special_rows=special_rows), seq
 
 
 def per_sequence_mean(nll: Tensor, seq: Tensor, n_seq: int) -> Tensor:
