@@ -74,6 +74,25 @@ def test_adaptive_softmax_tails_counted_for_their_tokens_only():
     assert peak_adaptive < 0.5 * peak_full
 
 
+def test_probe_steps_over_the_memory_a_previous_segment_left():
+    """Every training step after a pass's first attends over mem_len + L keys, not L: so does the probe's (and the
+    memory it starts with is live), and the task is left without one."""
+
+    def probe(mem_len):
+        torch.manual_seed(0)
+        model = TransformerXL(vocab_size=50, n_layer=1, d_model=16, n_head=2, d_head=8, d_inner=32, mem_len=mem_len,
+                              dropout=0.0, dropatt=0.0)
+        task = LanguageModelTask(model, optimizer=torch.optim.Adam)
+        cfg = OmegaConf.create({"data": {"batch_size": 4, "tgt_len": 64}})
+        return memory_probe.step_peak_bytes(task, memory_probe.synthetic_batch(cfg, task, 4), "32-true"), task
+
+    without, _ = probe(0)
+    with_memory, task = probe(64)
+    scores = 4 * 2 * 64 * 64 * 4  # one fp32 [B, H, L, L] map; with memory each map of the chain is twice that
+    assert with_memory - without >= 2 * scores
+    assert task._train_memory == []
+
+
 @pytest.mark.parametrize("preset", ["bert_stsb_mini", "xlnet_race_mini", "funnel_squad1_mini", "gpt_race_mini",
                                     "gpt_mrpc_mini"])
 def test_finetuning_tasks_probed_on_their_own_batch(compose_cfg, preset):

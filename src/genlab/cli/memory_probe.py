@@ -210,11 +210,13 @@ def step_spans(task: nn.Module, batch: dict[str, Any], precision: str) -> tuple[
     was_training = task.training
     task.train()
     try:
-        with torch.random.fork_rng(), lifetimes:
-            with autocast_for(precision):
-                loss = training_loss(task, batch)
-            loss.backward()
-            del loss
+        with torch.random.fork_rng():
+            batch = _after_a_segment(task, batch, precision, lifetimes)
+            with lifetimes:
+                with autocast_for(precision):
+                    loss = training_loss(task, batch)
+                loss.backward()
+                del loss
         return lifetimes.spans, lifetimes.excluded([p.grad for p in task.parameters() if p.grad is not None])
     finally:
         task.train(was_training)
@@ -222,6 +224,25 @@ def step_spans(task: nn.Module, batch: dict[str, Any], precision: str) -> tuple[
             param.grad = None
         if isinstance(getattr(task, "_train_memory", None), list):
             task._train_memory = []
+
+
+def _after_a_segment(task: nn.Module, batch: dict[str, Any], precision: str, lifetimes: _Lifetimes) -> dict:
+    """A training step after the first of a pass attends over the memory the previous segment left (Transformer-XL,
+    XLNet: mem_len + L keys, not L): run that segment without gradients, track its memory as live from the step's
+    start (the step replaces it), and return ``batch`` as its successor. Other tasks' batches come back as they are
+    (AWD-LSTM's carried state is a few vectors; its probe step starts without one)."""
+    from genlab.tasks.awd_lm import AWDLanguageModelTask
+
+    model = getattr(task, "model", None)
+    backbone = getattr(model, "transformer", model)
+    if "segment" not in batch or isinstance(task, AWDLanguageModelTask) or not getattr(backbone, "mem_len", 0):
+        return batch
+    with torch.no_grad(), autocast_for(precision):
+        training_loss(task, {**batch, "segment": 0})
+    for t in tree_leaves(getattr(task, "_train_memory", None)):
+        if isinstance(t, Tensor):
+            lifetimes.track(t.untyped_storage())
+    return {**batch, "segment": 1}
 
 
 def step_timeline(task: nn.Module, batch: dict[str, Any], precision: str) -> list[int]:
