@@ -93,6 +93,29 @@ def test_probe_steps_over_the_memory_a_previous_segment_left():
     assert task._train_memory == []
 
 
+def test_a_pointwise_op_on_mixed_dtypes_holds_a_cast_copy_of_the_other_input():
+    residual, branch = torch.randn(64, 32), torch.randn(64, 32, dtype=torch.bfloat16)
+    lifetimes = memory_probe._Lifetimes()
+    with lifetimes:
+        total = residual + branch  # TensorIterator casts the bf16 input to fp32 before adding
+        same = residual + residual
+    assert [s[2] for s in lifetimes.spans] == [64 * 32 * 4, total.untyped_storage().nbytes(),
+                                                same.untyped_storage().nbytes()]
+    assert lifetimes.spans[0][1] == lifetimes.spans[0][0] + 1  # alive for that op only
+
+
+def test_the_lstm_backward_holds_every_step_s_gate_gradients():
+    """oneDNN's LSTM backward (the CPU kernel nn.LSTM runs) keeps fp32 gradients of 4 gates per step: 16 B per output."""
+    lstm = torch.nn.LSTM(8, 16)
+    x = torch.randn(12, 3, 8, requires_grad=True)
+    lifetimes = memory_probe._Lifetimes()
+    with lifetimes:
+        out, _ = lstm(x)
+        out.sum().backward()
+    scratch = [s for s in lifetimes.spans if s[1] == s[0] + 1 and s[2] == 16 * out.numel()]
+    assert len(scratch) == 1
+
+
 @pytest.mark.parametrize("preset", ["bert_stsb_mini", "xlnet_race_mini", "funnel_squad1_mini", "gpt_race_mini",
                                     "gpt_mrpc_mini"])
 def test_finetuning_tasks_probed_on_their_own_batch(compose_cfg, preset):
