@@ -3,9 +3,10 @@
 Each preset is measured in its own subprocess: its model (at ``model.n_layer=1`` by default) and task as train.py
 builds them, with the vocabulary the config gives (minis: their data's), two optimiser steps through a Lightning
 Trainer at the preset's precision and with train.py's host-memory setting, on synthetic batches of the preset's
-shape (genlab.cli.memory_probe: Zipf-law word ids, as text has); the peak RSS (``resource.getrusage``) is compared
-with the estimate for the same config, made in another subprocess (a process's heap never shrinks back). No data is
-read.
+shape (genlab.cli.memory_probe: Zipf-law word ids, as text has; the second step a later segment of the same streams,
+attending over the memory the first left, as every step after a pass's first does); the peak RSS
+(``resource.getrusage``) is compared with the estimate for the same config, made in another subprocess (a process's
+heap never shrinks back). No data is read.
 
     flock /tmp/genlab-heavy.lock python experiments/perf/memory_estimate.py --presets txl_wt103_base xlnet_base_mini
     python experiments/perf/memory_estimate.py --presets xlnet_large --estimate-only     # check this machine
@@ -75,7 +76,8 @@ def measure(cfg: DictConfig, steps: int) -> int:
     batch = memory_probe.synthetic_batch(cfg, task, int(cfg.data.batch_size))
     if batch is None:
         raise SystemExit(f"no synthetic batch for {type(task).__name__}")
-    loader = DataLoader([batch] * steps, batch_size=None)
+    later = {**batch, "segment": 1} if "segment" in batch else batch  # later segments carry the memory
+    loader = DataLoader([batch] + [later] * (steps - 1), batch_size=None)
     trainer = pl.Trainer(accelerator="cpu", devices=1, precision=cfg.trainer.precision, max_steps=steps,
                          logger=False, enable_checkpointing=False, enable_progress_bar=False,
                          enable_model_summary=False, gradient_clip_val=cfg.trainer.get("gradient_clip_val"))
@@ -119,7 +121,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--presets", nargs="+", default=list(PAPER_PRESETS),
                    help="NAME, or NAME:BATCH to shrink one preset's batch (default: every paper preset)")
-    p.add_argument("--n-layer", type=int, default=None, help="model.n_layer (default 1; --estimate-only: the preset's)")
+    p.add_argument("--n-layer", type=int, default=None,
+                   help="model.n_layer (default 1; minis and --estimate-only: the preset's)")
     p.add_argument("--batch", type=int, default=None, help="data.batch_size (default: the preset's)")
     p.add_argument("--steps", type=int, default=2)
     p.add_argument("--estimate-only", action="store_true", help="no measurement: estimate vs this machine's memory")
@@ -127,6 +130,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--max-gb", type=float, default=None,
                    help="measure only presets estimated below this (a shared machine: no run the kernel must kill)")
     p.add_argument("--table", action="store_true", help="README's Markdown table at full depth and batch")
+    p.add_argument("--measured", type=Path, default=None,
+                   help="JSON of peaks measured before (preset and overrides -> bytes): reused, new ones added; the "
+                        "peak RSS does not depend on the estimate, so a change to it is rechecked without re-running")
     p.add_argument("--worker", choices=["measure", "estimate", "table"], help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
@@ -134,7 +140,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def overrides_of(args: argparse.Namespace, name: str, tmp: Path) -> list[str]:
     """--override, then the depth (n_layer; Funnel: layers per block; AWD-LSTM keeps its 3 layers) and batch."""
     out = list(args.override)
-    n_layer = args.n_layer if args.n_layer is not None or args.estimate_only else 1
+    full_depth = args.estimate_only or name.endswith("_mini")  # a mini is measured whole: it is small
+    n_layer = args.n_layer if args.n_layer is not None or full_depth else 1
     model = compose_preset(name, out, tmp).model
     if n_layer is not None and "n_layer" in model:
         out.append(f"model.n_layer={n_layer}")
@@ -160,6 +167,19 @@ def worker(kind: str, name: str, overrides: list[str], steps: int) -> dict:
     if run.returncode:
         raise RuntimeError((run.stderr.strip().splitlines() or [f"exit {run.returncode}"])[-1])
     return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def measured_peak(args: argparse.Namespace, name: str, overrides: list[str]) -> int:
+    """The peak RSS of ``name`` with ``overrides``: from ``--measured`` if it holds it, else measured (and saved)."""
+    key = " ".join([name, f"steps={args.steps}", *overrides])
+    known = json.loads(args.measured.read_text()) if args.measured and args.measured.exists() else {}
+    if key not in known:
+        known[key] = worker("measure", name, overrides, args.steps)["peak"]
+        if args.measured:
+            tmp = args.measured.with_suffix(".tmp")
+            tmp.write_text(json.dumps(known, indent=1, sort_keys=True))
+            tmp.replace(args.measured)
+    return known[key]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -195,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
                         print(f"{name}: estimate {est['total'] / memory.GB:.2f} GB > --max-gb {args.max_gb}: not "
                               "measured", flush=True)
                         continue
-                    peak = worker("measure", name, overrides, args.steps)["peak"]
+                    peak = measured_peak(args, name, overrides)
                 except RuntimeError as err:
                     print(f"{name}: measured: FAILED ({err})", flush=True)
                     status = 1

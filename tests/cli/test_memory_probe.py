@@ -74,6 +74,48 @@ def test_adaptive_softmax_tails_counted_for_their_tokens_only():
     assert peak_adaptive < 0.5 * peak_full
 
 
+def test_probe_steps_over_the_memory_a_previous_segment_left():
+    """Every training step after a pass's first attends over mem_len + L keys, not L: so does the probe's (and the
+    memory it starts with is live), and the task is left without one."""
+
+    def probe(mem_len):
+        torch.manual_seed(0)
+        model = TransformerXL(vocab_size=50, n_layer=1, d_model=16, n_head=2, d_head=8, d_inner=32, mem_len=mem_len,
+                              dropout=0.0, dropatt=0.0)
+        task = LanguageModelTask(model, optimizer=torch.optim.Adam)
+        cfg = OmegaConf.create({"data": {"batch_size": 4, "tgt_len": 64}})
+        return memory_probe.step_peak_bytes(task, memory_probe.synthetic_batch(cfg, task, 4), "32-true"), task
+
+    without, _ = probe(0)
+    with_memory, task = probe(64)
+    scores = 4 * 2 * 64 * 64 * 4  # one fp32 [B, H, L, L] map; with memory each map of the chain is twice that
+    assert with_memory - without >= 2 * scores
+    assert task._train_memory == []
+
+
+def test_a_pointwise_op_on_mixed_dtypes_holds_a_cast_copy_of_the_other_input():
+    residual, branch = torch.randn(64, 32), torch.randn(64, 32, dtype=torch.bfloat16)
+    lifetimes = memory_probe._Lifetimes()
+    with lifetimes:
+        total = residual + branch  # TensorIterator casts the bf16 input to fp32 before adding
+        same = residual + residual
+    assert [s[2] for s in lifetimes.spans] == [64 * 32 * 4, total.untyped_storage().nbytes(),
+                                                same.untyped_storage().nbytes()]
+    assert lifetimes.spans[0][1] == lifetimes.spans[0][0] + 1  # alive for that op only
+
+
+def test_the_lstm_backward_holds_every_step_s_gate_gradients():
+    """oneDNN's LSTM backward (the CPU kernel nn.LSTM runs) keeps fp32 gradients of 4 gates per step: 16 B per output."""
+    lstm = torch.nn.LSTM(8, 16)
+    x = torch.randn(12, 3, 8, requires_grad=True)
+    lifetimes = memory_probe._Lifetimes()
+    with lifetimes:
+        out, _ = lstm(x)
+        out.sum().backward()
+    scratch = [s for s in lifetimes.spans if s[1] == s[0] + 1 and s[2] == 16 * out.numel()]
+    assert len(scratch) == 1
+
+
 @pytest.mark.parametrize("preset", ["bert_stsb_mini", "xlnet_race_mini", "funnel_squad1_mini", "gpt_race_mini",
                                     "gpt_mrpc_mini"])
 def test_finetuning_tasks_probed_on_their_own_batch(compose_cfg, preset):

@@ -9,7 +9,8 @@ Bytes, for the run's micro-batch ``data.batch_size`` on one device:
 - activations: the peak of what a forward, loss and backward hold besides the weights (what autograd saves:
   attention maps, the adaptive softmax's per-cluster logits, two-stream attention's both streams, MoS's mixture
   components, autocast's bf16 weight copies; and the backward's temporaries), measured by ``memory_probe`` on
-  synthetic batches of the run's shape (no data read); on CPU, the host heap those tensors grow with their
+  synthetic batches of the run's shape (no data read; Transformer-XL and XLNet steps over a previous segment's
+  memory, as every step after a pass's first); on CPU, the host heap those tensors grow with their
   fragmentation (``memory_heap``; Funnel B6-6-6: 1.8x the live bytes); for models without a probe batch,
   Korthikanti et al.'s count for transformer-shaped configs (per layer ``2 b s (34 h + 5 a (s + m))`` bytes), else nothing;
 - the data loader's batches (one real-size batch, plus 2 prefetched per worker).

@@ -156,9 +156,31 @@ def autocast_for(precision: str) -> contextlib.AbstractContextManager:
     return contextlib.nullcontext()
 
 
+def op_scratch_bytes(func: Any, args: tuple, kwargs: dict, out: Any) -> int:
+    """Bytes a CPU kernel allocates and frees inside one op, which its outputs do not show:
+
+    - a pointwise op (TensorIterator) whose inputs are of another floating dtype than its result casts a copy of each
+      such input first (on the CPU only; a GPU casts while it loads): the fp32 residual plus a bf16 branch under
+      autocast holds a second fp32 copy of the branch;
+    - oneDNN's LSTM backward (``mkldnn_rnn_layer_backward``) keeps the gradients of the 4 gates at every time step,
+      fp32: 4 x T x B x H x 4 bytes (16 bytes per element of the layer's output).
+    """
+    if func is torch.ops.aten.mkldnn_rnn_layer_backward.default:
+        return 16 * args[7].numel()  # args[7]: the layer's output [T, B, H] (or [B, T, H])
+    if torch.Tag.pointwise not in func.tags:
+        return 0
+    result = next((t for t in tree_leaves(out) if isinstance(t, Tensor)), None)
+    if result is None or not result.is_floating_point():
+        return 0
+    return sum(t.numel() * result.element_size() for t in tree_leaves((args, kwargs))
+               if isinstance(t, Tensor) and t.dim() > 0 and t.is_floating_point() and t.dtype != result.dtype)
+
+
 class _Lifetimes(TorchDispatchMode):
     """Every storage an op creates (activations, autocast's weight copies, the backward's temporaries, gradients):
-    its bytes, and the op counts at which it appeared and was freed (a weak reference's callback)."""
+    its bytes, and the op counts at which it appeared and was freed (a weak reference's callback); and the scratch
+    an op's kernel holds while it runs (:func:`op_scratch_bytes`), as a storage alive for that op only, allocated
+    before its outputs."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -170,6 +192,9 @@ class _Lifetimes(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         self.ops += 1
+        scratch = op_scratch_bytes(func, args, kwargs or {}, out)
+        if scratch:
+            self.spans.append([self.ops, self.ops + 1, scratch])
         for t in tree_leaves(out):
             if isinstance(t, Tensor) and t.device.type != "meta":
                 self.track(t.untyped_storage())
@@ -210,11 +235,13 @@ def step_spans(task: nn.Module, batch: dict[str, Any], precision: str) -> tuple[
     was_training = task.training
     task.train()
     try:
-        with torch.random.fork_rng(), lifetimes:
-            with autocast_for(precision):
-                loss = training_loss(task, batch)
-            loss.backward()
-            del loss
+        with torch.random.fork_rng():
+            batch = _after_a_segment(task, batch, precision, lifetimes)
+            with lifetimes:
+                with autocast_for(precision):
+                    loss = training_loss(task, batch)
+                loss.backward()
+                del loss
         return lifetimes.spans, lifetimes.excluded([p.grad for p in task.parameters() if p.grad is not None])
     finally:
         task.train(was_training)
@@ -222,6 +249,25 @@ def step_spans(task: nn.Module, batch: dict[str, Any], precision: str) -> tuple[
             param.grad = None
         if isinstance(getattr(task, "_train_memory", None), list):
             task._train_memory = []
+
+
+def _after_a_segment(task: nn.Module, batch: dict[str, Any], precision: str, lifetimes: _Lifetimes) -> dict:
+    """A training step after the first of a pass attends over the memory the previous segment left (Transformer-XL,
+    XLNet: mem_len + L keys, not L): run that segment without gradients, track its memory as live from the step's
+    start (the step replaces it), and return ``batch`` as its successor. Other tasks' batches come back as they are
+    (AWD-LSTM's carried state is a few vectors; its probe step starts without one)."""
+    from genlab.tasks.awd_lm import AWDLanguageModelTask
+
+    model = getattr(task, "model", None)
+    backbone = getattr(model, "transformer", model)
+    if "segment" not in batch or isinstance(task, AWDLanguageModelTask) or not getattr(backbone, "mem_len", 0):
+        return batch
+    with torch.no_grad(), autocast_for(precision):
+        training_loss(task, {**batch, "segment": 0})
+    for t in tree_leaves(getattr(task, "_train_memory", None)):
+        if isinstance(t, Tensor):
+            lifetimes.track(t.untyped_storage())
+    return {**batch, "segment": 1}
 
 
 def step_timeline(task: nn.Module, batch: dict[str, Any], precision: str) -> list[int]:
