@@ -438,6 +438,15 @@ def test_xlnet_ablation_table_of_two_rows(tmp_path):
     table = (tmp_path / "none" / "table.md").read_text()
     assert empty.returncode == 1 and "| 4 XLNet-Base (K = 6) | failed (66.66) |" in table
     assert "row 4 RACE: no xlnet_race_mini run in " in table and "(pretraining did not finish: see " in table
+    midi = ["--scale", "midi", "--rows", "1,4", "--tasks", "mnli,sst2", "--seeds", "1,2"]
+    plan = run([script, "--out", str(tmp_path / "midi"), *midi, "--dry-run"]).stdout
+    assert "experiment=bert_mnli_midi,bert_sst2_midi seed=1,2 " in plan and "xlnet_race_midi" not in plan
+    assert "model.max_position=128" in plan  # BERT's table covers its T=128 pretraining, longer than MNLI's 64
+    run([script, "--out", str(tmp_path / "midi"), *midi, "--table-only"], check=False)
+    header = next(line for line in (tmp_path / "midi" / "table.md").read_text().splitlines() if "| row |" in line)
+    assert header.count("|") == 5  # row + MNLI m / mm, SST-2
+    bad = run([script, "--out", str(tmp_path), "--tasks", "mnli,cola"], check=False)
+    assert bad.returncode == 2 and "--tasks 'mnli,cola': name one or more of race,squad2,mnli,sst2" in bad.stderr
 
 
 def test_full_size_covers_every_paper_preset_of_the_memory_table(monkeypatch):

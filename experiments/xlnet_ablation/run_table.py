@@ -36,6 +36,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 REFERENCE = HERE / "reference.yaml"
 TASKS = ("race", "squad2", "mnli", "sst2")
+SUFFIX = {"mini": "_mini", "midi": "_midi", "full": ""}  # preset name suffix of each --scale
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ class Row:
         return "bert" if self.preset.startswith("bert") else "xlnet"
 
     def finetune_preset(self, task: str, scale: str) -> str:
-        return f"{self.family}_{task}" + ("_mini" if scale == "mini" else "")
+        return f"{self.family}_{task}" + SUFFIX[scale]
 
     @property
     def label(self) -> str:
@@ -84,16 +85,17 @@ def usage_error(message: str) -> None:
 
 def load_rows(scale: str) -> list[Row]:
     paper = yaml.safe_load(REFERENCE.read_text())["paper"]["rows"]
-    suffix = "_mini" if scale == "mini" else ""
-    return [Row(r["row"], r["model"], r["experiment"] + suffix, r) for r in paper]
+    return [Row(r["row"], r["model"], r["experiment"] + SUFFIX[scale], r) for r in paper]
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--out", required=True, help="root of the runs: <out>/row<k>_<preset>/{pretrain,finetune}")
-    p.add_argument("--scale", choices=("mini", "full"), default="mini",
-                   help="mini: the *_mini presets on the offline minis (default); full: the paper presets")
+    p.add_argument("--scale", choices=tuple(SUFFIX), default="mini",
+                   help="mini: the *_mini presets on the offline minis (default); midi: the *_midi presets (rows 1\n"
+                        "and 4, MNLI and SST-2: README's midi table); full: the paper presets")
     p.add_argument("--rows", default="1,2,3,4,5,6,7,8", help="ablation rows to run, e.g. 1,4 (default: all 8)")
+    p.add_argument("--tasks", default=",".join(TASKS), help=f"finetuning tasks (default: all, {','.join(TASKS)})")
     p.add_argument("--seeds", default="1,2,3,4,5", help="finetuning seeds; cells are their median (default 1-5)")
     p.add_argument("--pretrain-seed", type=int, default=1, help="seed of each row's one pretraining run")
     p.add_argument("--pretrain-steps", type=int, help="trainer.max_steps of the pretraining (default: the preset's)")
@@ -111,6 +113,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.seed_list = [int(s) for s in args.seeds.split(",") if s.strip()]
     except ValueError:
         usage_error(f"--rows {args.rows!r} and --seeds {args.seeds!r} must be comma-separated integers, e.g. 1,4")
+    args.task_list = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    if set(args.task_list) - set(TASKS) or not args.task_list:
+        usage_error(f"--tasks {args.tasks!r}: name one or more of {','.join(TASKS)}")
     if not args.row_numbers or not args.seed_list:
         usage_error("--rows and --seeds need at least one number each")
     if args.pretrain_steps is not None and args.pretrain_steps < 1:
@@ -147,13 +152,17 @@ def model_choice(preset: str, overrides: list[str]) -> str:
     return str(compose([f"experiment={preset}", *overrides], "--pretrain-overrides").hydra.runtime.choices.model)
 
 
-def longest_finetuning_input(row: Row, scale: str, finetune_overrides: list[str]) -> int:
+def longest_finetuning_input(row: Row, scale: str, tasks: list[str], finetune_overrides: list[str]) -> int:
     """The longest data.max_seq_len of the row's finetuning presets (composing them also checks the overrides).
     BERT's absolute position table must cover it (RACE: 192 pieces on the mini, while the mini pretrains at T=64);
     pretraining and finetuning then build the same table, so the load is strict. Positions past the pretraining
     length start from their initialisation."""
     return max(int(compose([f"experiment={row.finetune_preset(t, scale)}", *finetune_overrides],
-                           "--finetune-overrides").data.max_seq_len) for t in TASKS)
+                           "--finetune-overrides").data.max_seq_len) for t in tasks)
+
+
+def pretraining_length(preset: str, overrides: list[str]) -> int:
+    return int(compose([f"experiment={preset}", *overrides], "--pretrain-overrides").data.seq_len)
 
 
 # ---- stages --------------------------------------------------------------------------------------------------------
@@ -212,7 +221,7 @@ def finetune(row: Row, row_dir: Path, ckpt: Path, args: argparse.Namespace, extr
     unfinished or stale ones are removed and run again. One sweep per set of missing seeds."""
     sweep = row_dir / "finetune"
     missing: dict[tuple[int, ...], list[str]] = {}
-    for task in TASKS:
+    for task in args.task_list:
         preset = row.finetune_preset(task, args.scale)
         seeds = []
         for seed in args.seed_list:
@@ -263,12 +272,13 @@ def cell_of(row: Row, row_dir: Path, col: Column, scale: str, notes: list[str]) 
     return Cell([v * col.scale for v in cell.values], failed=cell.failed, reference=paper)
 
 
-def build_ablation_table(rows: list[Row], out: Path, scale: str) -> Table:
+def build_ablation_table(rows: list[Row], out: Path, scale: str, tasks: list[str]) -> Table:
     notes: list[str] = []
-    cells = {((r.label,), (c.label,)): cell_of(r, row_directory(out, r), c, scale, notes) for r in rows for c in COLUMNS}
+    columns = [c for c in COLUMNS if c.task in tasks]
+    cells = {((r.label,), (c.label,)): cell_of(r, row_directory(out, r), c, scale, notes) for r in rows for c in columns}
     table = Table(metric=f"finetuned score in %, {scale} scale", aggregate="median",
                   row_keys=["row"], col_keys=["column"], rows=[(r.label,) for r in rows],
-                  cols=[(c.label,) for c in COLUMNS], cells=cells, experiment="the XLNet ablation rows",
+                  cols=[(c.label,) for c in columns], cells=cells, experiment="the XLNet ablation rows",
                   n_runs=sum(c.n + c.failed for c in cells.values()), n_failed=sum(c.failed for c in cells.values()),
                   notes=notes)
     counts = sorted({c.n for c in cells.values() if c.n})
@@ -307,8 +317,9 @@ def main(argv: list[str] | None = None) -> int:
         pre_extra = shlex.split(args.pretrain_overrides)
         fine_extra = shlex.split(args.finetune_overrides)
         shared = [f"model={model_choice(row.preset, pre_extra)}"]
-        longest = longest_finetuning_input(row, args.scale, fine_extra)
-        if row.family == "bert":
+        if row.family == "bert":  # the table covers the pretraining and every finetuning input
+            longest = max(longest_finetuning_input(row, args.scale, args.task_list, fine_extra),
+                          pretraining_length(row.preset, pre_extra))
             shared.append(f"++model.max_position={longest}")
         ckpt = pretrain(row, row_dir, args, [o.lstrip("+") for o in shared[1:]])
         if ckpt is None:
@@ -318,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
         ok &= finetune(row, row_dir, ckpt, args, shared)
     if args.dry_run:
         return 0
-    table = build_ablation_table(rows, out, args.scale)
+    table = build_ablation_table(rows, out, args.scale, args.task_list)
     write_table(table, Path(args.table_dir) if args.table_dir else out)
     return 0 if ok and not table.n_failed else 1
 
