@@ -32,7 +32,7 @@ def test_model_sizes_come_from_the_config_before_the_data(compose_cfg):
     assert sizes_before_data(compose_cfg(["experiment=txl_wt103_base"])) == {"vocab_size": 267_735}
     assert sizes_before_data(compose_cfg(["experiment=xlnet_large"])) == {"vocab_size": 32_000}
     assert sizes_before_data(compose_cfg(["experiment=txl_wt103_base_mini"])) is None  # the mini's own vocabulary
-    assert sizes_before_data(compose_cfg(["experiment=planetoid_t_cora"])) is None  # features, classes: data only
+    assert sizes_before_data(compose_cfg(["experiment=planetoid_t_cora_mini"])) is None  # features, classes: data only
 
 
 def test_absurd_batch_stops_with_estimate_and_keys():
