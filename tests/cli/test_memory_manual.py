@@ -65,6 +65,8 @@ def test_sizes_before_data_of_graphs_and_gdan(compose_cfg):
     assert sizes_before_data(compose_cfg(["experiment=gdan_squad_gen_domain_adv"])) == {
         "reader": {"vocab_size": 200_000}, "generator": {"vocab_size": 30_000}}
     assert sizes_before_data(compose_cfg(["experiment=gdan_squad_sl"])) == {"reader": {"vocab_size": 200_000}}
+    assert sizes_before_data(compose_cfg(["experiment=gdan_squad_gen_domain_adv", "task.mle_steps=0",
+                                          "task.g_init_from=g.ckpt"])) is None  # G's vocabulary: the data's
     assert sizes_before_data(compose_cfg(["experiment=planetoid_t_cora_mini"])) is None  # the mini's own graph
 
 

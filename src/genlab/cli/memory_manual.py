@@ -54,6 +54,8 @@ def sizes_before_data(cfg: DictConfig) -> dict[str, Any] | None:
         graph = PLANETOID_GRAPHS.get(str(data.get("name")))
         return None if graph is None else {"num_nodes": graph[0], "n_features": graph[1], "n_classes": graph[2]}
     if target.endswith("SemiSupervisedSquadDataModule"):
+        if (cfg.get("task") or {}).get("g_init_from"):
+            return None  # a trained G has the data's vocabulary: it cannot be loaded into the capped one
         sizes: dict[str, Any] = {"reader": {"vocab_size": int(data.d_vocab_max)}}
         if data.get("generator_vocab"):
             sizes["generator"] = {"vocab_size": int(data.g_vocab_max)}
