@@ -32,7 +32,7 @@ def test_model_sizes_come_from_the_config_before_the_data(compose_cfg):
     assert sizes_before_data(compose_cfg(["experiment=txl_wt103_base"])) == {"vocab_size": 267_735}
     assert sizes_before_data(compose_cfg(["experiment=xlnet_large"])) == {"vocab_size": 32_000}
     assert sizes_before_data(compose_cfg(["experiment=txl_wt103_base_mini"])) is None  # the mini's own vocabulary
-    assert sizes_before_data(compose_cfg(["experiment=planetoid_t_cora"])) is None  # features, classes: data only
+    assert sizes_before_data(compose_cfg(["experiment=planetoid_t_cora_mini"])) is None  # features, classes: data only
 
 
 def test_absurd_batch_stops_with_estimate_and_keys():
@@ -57,3 +57,25 @@ def test_cli_absurd_batch_exits_2_before_any_data_work(tmp_path):
     assert "only" in result.stderr and "GB is available" in result.stderr and "data.batch_size" in result.stderr
     assert "no_corpus" not in result.stderr  # not the data's error: the data was never looked at
     assert "Steps:" not in result.stdout + result.stderr  # stopped before training
+
+
+def test_the_task_is_built_once_when_the_data_agrees(compose_cfg, monkeypatch):
+    """task.init_from is read as the task is built: once, not for the memory check and again after the data."""
+    from genlab import assemble
+    from genlab.cli.train import build_data_and_task
+
+    cfg = compose_cfg(["experiment=txl_ptb", *TINY])
+    built, build_task = [], assemble.build_task
+    monkeypatch.setattr(assemble, "build_task", lambda *a, **kw: built.append(build_task(*a, **kw)) or built[-1])
+
+    class Data:  # the data: the vocabulary the config names (Penn Treebank's 10,000 words)
+        vocab = 10_000
+
+        def model_overrides(self):
+            return {"vocab_size": self.vocab}
+
+    monkeypatch.setattr(assemble, "build_data", lambda data_cfg: Data())
+    assert build_data_and_task(cfg)[1] is built[0] and len(built) == 1
+    Data.vocab = 500  # the data changes the model: built again (and checked again)
+    task = build_data_and_task(cfg)[1]
+    assert len(built) == 3 and task is built[2] and task.model.vocab_size == 500

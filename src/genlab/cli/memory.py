@@ -16,8 +16,9 @@ Bytes, for the run's micro-batch ``data.batch_size`` on one device:
 - the data loader's batches (one real-size batch, plus 2 prefetched per worker).
 
 The model needs the vocabulary size; before any data work it comes from the config (``data.vocab_size``,
-``data.options.vocab_size``, or the published size of the benchmark named by ``data.dataset``).
-:func:`sizes_before_data` returns None when only the data can tell (minis built from bundled text, graphs, GDAN):
+``data.options.vocab_size``, or the published size of the benchmark named by ``data.dataset``; Planetoid's graph and
+GDAN's vocabulary caps: ``genlab.cli.memory_manual``).
+:func:`sizes_before_data` returns None when only the data can tell (minis built from bundled text or graphs):
 those runs are checked after data preparation, and every run whose data changes the model is checked again.
 """
 
@@ -31,7 +32,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
-from genlab.cli import memory_heap, memory_probe
+from genlab.cli import memory_heap, memory_manual, memory_probe
 from genlab.errors import ConfigError
 
 log = logging.getLogger("genlab")
@@ -112,6 +113,9 @@ def sizes_before_data(cfg: DictConfig) -> dict[str, Any] | None:
     knows them."""
     from genlab.cli.build import data_class
 
+    manual = memory_manual.sizes_before_data(cfg)  # Planetoid's published graphs, GDAN's vocabulary caps
+    if manual is not None:
+        return manual
     cls = data_class(cfg)
     if cls is None or not hasattr(cls, "model_overrides"):
         return {}

@@ -7,8 +7,9 @@ gradient, to the batch's own, so the maxima alone would not extrapolate). The ba
 word ids follow Zipf's law (rank r has probability ~ 1/r, as in text, over a vocabulary sorted by frequency as every
 genlab vocabulary is), which decides how many tokens an adaptive softmax sends through each of its tail clusters.
 
-Tasks whose synthetic batch is not known here (GANs, graphs, GDAN) return None: the caller falls
-back to a formula.
+The tasks that optimise manually (bad GAN, CEGAN, Planetoid, GDAN) are stepped through a Trainer
+(``genlab.cli.memory_manual``). Tasks whose synthetic batch is not known here return None: the caller falls back to
+a formula.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from torch import Tensor, nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.weak import WeakIdKeyDictionary
+
+from genlab.cli import memory_manual
 
 # answers per question of GPT-1's multiple-choice data: RACE's 4 options, the Story Cloze Test's 2 endings
 GPT_CHOICES = {"genlab.data.finetune.gpt_datamodules.GPTRaceDataModule": 4,
@@ -61,6 +64,8 @@ def synthetic_batch(cfg: DictConfig, task: nn.Module, rows: int) -> dict[str, An
     from genlab.tasks.lm import LanguageModelTask
     from genlab.tasks.pretrain import DAETask, MaskedLMTask, PermutationLMTask
 
+    if memory_manual.covers(task):
+        return memory_manual.synthetic_batch(cfg, task, rows)
     data = cfg.get("data")
     vocab = _vocab_size(task)
     if vocab is None:
@@ -231,6 +236,8 @@ def step_spans(task: nn.Module, batch: dict[str, Any], precision: str) -> tuple[
     """The storages a training step's forward, loss and backward create ([first op, op after the last, bytes], in
     allocation order) and which of them are the parameters' gradients (the RNG, the task's mode and gradients, and
     the memories the step kept are left as they were)."""
+    if memory_manual.covers(task):
+        return memory_manual.step_spans(task, batch, precision)
     lifetimes = _Lifetimes()
     was_training = task.training
     task.train()
@@ -309,12 +316,16 @@ def live_and_heap_bytes(cfg: DictConfig, task: nn.Module, mmap_at: int | None) -
     if isinstance(task, AWDLanguageModelTask) and getattr(task, "small_batch_size", None):
         batch_size = min(batch_size, int(task.small_batch_size))  # one column chunk at a time
     precision = str(_get(cfg.get("trainer"), "precision", "32-true"))
-    small, large = probe_rows(cfg, batch_size)
-    batch = synthetic_batch(cfg, task, small)
+    if memory_manual.covers(task):  # the size probed (GDAN: paragraph tokens) and its run's value
+        small, large, batch_size, batch_of = memory_manual.probe_plan(cfg, task, batch_size)
+    else:
+        small, large = probe_rows(cfg, batch_size)
+        batch_of = partial(synthetic_batch, cfg, task)
+    batch = batch_of(small)
     if batch is None:
         return None
     at_small = step_spans(task, batch, precision)
-    at_large = at_small if large == small else step_spans(task, synthetic_batch(cfg, task, large), precision)
+    at_large = at_small if large == small else step_spans(task, batch_of(large), precision)
     scale = 0.0 if large == small else (batch_size - small) / (large - small)
     aligned = [s[:2] for s in at_small[0]] == [s[:2] for s in at_large[0]] and at_small[1] == at_large[1]
     if aligned:  # the same storages: each one's size is linear in the rows
@@ -343,8 +354,11 @@ def batch_bytes(cfg: DictConfig, task: nn.Module) -> int:
     batch_size = _get(data, "batch_size")
     if not isinstance(batch_size, int):
         return 0
+    copies = 1 + 2 * int(_get(data, "num_workers", 0) or 0)
+    if memory_manual.covers(task):
+        return memory_manual.batch_bytes(cfg, task, batch_size) * copies
     batch = synthetic_batch(cfg, task, 1)
     if batch is None:
         return 0
     one = sum(v.nbytes for v in batch.values() if isinstance(v, Tensor))
-    return one * batch_size * (1 + 2 * int(_get(data, "num_workers", 0) or 0))
+    return one * batch_size * copies

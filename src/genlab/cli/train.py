@@ -44,11 +44,7 @@ def train(cfg: DictConfig, on_fit: Callable[[], None] = lambda: None) -> float:
         for tmp in run_dir.remove_partial_writes(out):
             log.warning("removed %s, left by a write that a kill interrupted", tmp)
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
-    sizes = check_memory_before_data(cfg)
-    datamodule = assemble.build_data(cfg.data)
-    task = assemble.build_task(cfg, datamodule)
-    if sizes != assemble.data_sizes(datamodule):  # the data changed the model (or only it could tell its size)
-        check_memory(cfg, task)
+    datamodule, task = build_data_and_task(cfg)
     _check_full_pass_monitor(cfg, task)
     identity = datamodule.identity() if hasattr(datamodule, "identity") else {}
     callbacks = build.build_callbacks(cfg) + [RunRecord(build.config_to_dict(cfg), identity)]
@@ -82,17 +78,28 @@ def train(cfg: DictConfig, on_fit: Callable[[], None] = lambda: None) -> float:
     return metrics.get(task.monitor, math.nan)
 
 
-def check_memory_before_data(cfg: DictConfig) -> dict | None:
-    """Stop a run the machine cannot hold before any data is read or tokenised: the model is built with the sizes
-    the config gives (its own RNG stream, so the run's initialisation is unchanged). Returns those sizes (None: only
-    the data knows them, and the check waits for it)."""
-    import torch
+def build_data_and_task(cfg: DictConfig) -> tuple[pl.LightningDataModule, pl.LightningModule]:
+    """The data and the task, the task built once where the config knows the model's sizes: before the data, so the
+    memory check stops a run the machine cannot hold before anything is read or tokenised, and kept when the data
+    agrees (``task.init_from`` is then read once). Rebuilt and checked again when the data changes the model, or
+    when only the data knows its sizes."""
+    sizes, task = check_memory_before_data(cfg)
+    datamodule = assemble.build_data(cfg.data)
+    if task is None or sizes != assemble.data_sizes(datamodule):
+        task = assemble.build_task(cfg, datamodule)
+        check_memory(cfg, task)
+    return datamodule, task
 
+
+def check_memory_before_data(cfg: DictConfig) -> tuple[dict | None, pl.LightningModule | None]:
+    """The model built with the sizes the config gives, and checked: the sizes and the task (None, None: only the
+    data knows them, and the check waits for it)."""
     sizes = sizes_before_data(cfg)
-    if sizes is not None:
-        with torch.random.fork_rng():
-            check_memory(cfg, assemble.build_task(cfg, sizes=sizes))
-    return sizes
+    if sizes is None:
+        return None, None
+    task = assemble.build_task(cfg, sizes=sizes)
+    check_memory(cfg, task)
+    return sizes, task
 
 
 def _log_resume(cfg: DictConfig, ckpt: Path, out: Path, step: int) -> None:
