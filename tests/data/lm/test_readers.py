@@ -130,7 +130,7 @@ def test_c17_enwik8_newline_flag(tmp_path):
     kept = R.parse_decimal_bytes(tmp_path / "test.txt", keep_newlines=True)
     assert bytes(kept.astype(np.uint8)) == test_bytes
     assert bytes(dropped.astype(np.uint8)) == test_bytes.replace(b"\n", b"")
-    vocab, splits = R.read_enwik8(tmp_path, keep_newlines=False)
+    vocab, splits = _arrays(R.read_enwik8, tmp_path, keep_newlines=False)
     assert "10" not in vocab and len(vocab) == len(set(data) - {10})
     assert "".join(chr(int(s)) for s in vocab.decode(splits["test"])) == test_bytes.replace(b"\n", b"").decode("latin1")
     vocab_nl, _ = R.read_enwik8(tmp_path, keep_newlines=True)
@@ -168,7 +168,7 @@ def test_c17_text8_maps_space_to_underscore_and_has_27_symbols(tmp_path):
     R.prepare_text8(tmp_path, n_test=n)
     test_part = text[-n:].strip()
     assert (tmp_path / "test.txt").read_text() == " ".join("_" if c == " " else c for c in test_part)
-    vocab, splits = R.read_text8(tmp_path)
+    vocab, splits = _arrays(R.read_text8, tmp_path)
     assert len(vocab) == 27 and "_" in vocab and " " not in vocab
     assert "".join(vocab.decode(splits["test"])) == test_part.replace(" ", "_")
 
@@ -290,7 +290,7 @@ def test_empty_split_is_a_data_error_naming_the_file(tmp_path):
     for s in R.SPLITS:
         (tmp_path / f"{s}.txt").write_text("65 66" if s != "valid" else "  \n ")
     with pytest.raises(DataError, match="valid.txt holds no tokens"):
-        R.read_enwik8(tmp_path)
+        _arrays(R.read_enwik8, tmp_path)
 
 
 def test_non_utf8_file_is_a_data_error(tmp_path):
@@ -406,10 +406,10 @@ def test_vocab_file_for_bytes_must_cover_the_corpus(tmp_path):
     for s in R.SPLITS:
         (tmp_path / f"{s}.txt").write_text("65 66 67")
     Vocab(["67", "66", "65", "1"]).save(tmp_path / "v.json")
-    vocab, splits = R.read_enwik8(tmp_path, vocab=Vocab.load(tmp_path / "v.json"))
+    vocab, splits = _arrays(R.read_enwik8, tmp_path, vocab=Vocab.load(tmp_path / "v.json"))
     assert splits["train"].tolist() == [2, 1, 0]
-    with pytest.raises(DataError, match="symbol '66' is not in the given vocabulary"):
-        R.read_enwik8(tmp_path, vocab=Vocab(["65", "67"]))
+    with pytest.raises(DataError, match="train.txt: symbol '66' is not in the given vocabulary"):
+        _arrays(R.read_enwik8, tmp_path, vocab=Vocab(["65", "67"]))
 
 
 def test_word_corpus_is_the_same_in_pieces_and_over_processes(tmp_path, monkeypatch):
