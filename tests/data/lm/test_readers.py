@@ -173,6 +173,27 @@ def test_c17_text8_maps_space_to_underscore_and_has_27_symbols(tmp_path):
     assert "".join(vocab.decode(splits["test"])) == test_part.replace(" ", "_")
 
 
+@pytest.mark.parametrize("name", ["enwik8", "text8"])
+def test_byte_and_char_corpora_are_the_same_prepared_and_read_in_small_pieces(tmp_path, monkeypatch, name):
+    """enwik8/text8 are prepared and read a piece at a time (memory flat in the file size): 7-byte pieces give the
+    files and ids of one piece, including stripped ends and a vocabulary whose ties need a second pass."""
+    rng = np.random.default_rng(1)
+    words = [" ".join(rng.choice(["ab", "c", "dde", "f\n"], 400))] if name == "enwik8" else ["  a bc  d ef  " * 60]
+    out = {}
+    for piece in (1 << 23, 7):
+        root = tmp_path / str(piece)
+        root.mkdir()
+        with zipfile.ZipFile(root / f"{name}.zip", "w") as z:
+            z.writestr(name, words[0])
+        monkeypatch.setattr(R, "PARSE_CHUNK_BYTES", piece)
+        (R.prepare_enwik8 if name == "enwik8" else R.prepare_text8)(root, n_test=len(words[0]) // 7)
+        vocab, splits = _arrays(R.read_enwik8 if name == "enwik8" else R.read_text8, root)
+        out[piece] = ([(root / f"{s}.txt").read_bytes() for s in R.SPLITS], vocab.symbols, splits)
+    (files, symbols, splits), (files_7, symbols_7, splits_7) = out.values()
+    assert files == files_7 and symbols == symbols_7
+    assert all(np.array_equal(splits[s], splits_7[s]) for s in R.SPLITS)
+
+
 def test_text8_malformed(tmp_path):
     for s in R.SPLITS:
         (tmp_path / f"{s}.txt").write_text("a b _ c")
