@@ -303,6 +303,7 @@ def _encode_values(root: Path, parse: Callable[[np.ndarray, int, Path], np.ndarr
 
 # ---------------------------------------------------------------------------------------------- text8
 TEXT8_ALPHABET = "_abcdefghijklmnopqrstuvwxyz"
+STRIPPED = frozenset(b" \t\n\r\x0b\x0c")  # the bytes bytes.strip() removes
 
 
 def prepare_text8(root: Path, n_test: int = 5_000_000, archive: str = "text8.zip") -> None:
@@ -312,11 +313,13 @@ def prepare_text8(root: Path, n_test: int = 5_000_000, archive: str = "text8.zip
     raw = np.frombuffer(_read_zip_member(root / archive, "text8"), dtype=np.uint8)
     n_train, n_valid, _ = split_sizes(len(raw), n_test)
     parts = {"train": raw[:n_train], "valid": raw[n_train : n_train + n_valid], "test": raw[n_train + n_valid :]}
-    blank = np.zeros(256, dtype=bool)
-    blank[list(b" \t\n\r\x0b\x0c")] = True  # what bytes.strip() removes
     for split, part in parts.items():
-        kept = np.flatnonzero(~blank[part])
-        text = part[kept[0] : kept[-1] + 1] if len(kept) else part[:0]  # stripped, still a view
+        start, end = 0, len(part)
+        while start < end and part[start] in STRIPPED:  # bytes.strip() without a copy of the part
+            start += 1
+        while end > start and part[end - 1] in STRIPPED:
+            end -= 1
+        text = part[start:end]
         with atomic_write(root / f"{split}.txt", "wb") as f:
             for k in range(0, len(text), PARSE_CHUNK_BYTES):  # bounded memory on the 90M-character train part
                 chars = text[k : k + PARSE_CHUNK_BYTES].copy()
