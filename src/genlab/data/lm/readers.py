@@ -160,10 +160,13 @@ def prepare_enwik8(root: Path, n_test: int = 5_000_000, archive: str = "enwik8.z
     raw = np.frombuffer(data, dtype=np.uint8)
     n_train, n_valid, _ = split_sizes(len(raw), n_test)
     parts = {"train": raw[:n_train], "valid": raw[n_train : n_train + n_valid], "test": raw[n_train + n_valid :]}
+    progress = Progress(f"preparing enwik8 from {archive}", len(raw))
     for split, part in parts.items():
         with atomic_write(root / f"{split}.txt", "wb") as f:
             for k in range(0, len(part), PARSE_CHUNK_BYTES):  # bounded memory on the 90M-byte train part
                 f.write((b" " if k else b"") + bytes_to_decimal_text(part[k : k + PARSE_CHUNK_BYTES]))
+                progress.advance(len(part[k : k + PARSE_CHUNK_BYTES]))
+    progress.finish()
 
 
 def bytes_to_decimal_text(part: np.ndarray) -> bytes:
@@ -313,6 +316,7 @@ def prepare_text8(root: Path, n_test: int = 5_000_000, archive: str = "text8.zip
     raw = np.frombuffer(_read_zip_member(root / archive, "text8"), dtype=np.uint8)
     n_train, n_valid, _ = split_sizes(len(raw), n_test)
     parts = {"train": raw[:n_train], "valid": raw[n_train : n_train + n_valid], "test": raw[n_train + n_valid :]}
+    progress = Progress(f"preparing text8 from {archive}", len(raw))
     for split, part in parts.items():
         start, end = 0, len(part)
         while start < end and part[start] in STRIPPED:  # bytes.strip() without a copy of the part
@@ -327,6 +331,8 @@ def prepare_text8(root: Path, n_test: int = 5_000_000, archive: str = "text8.zip
                 out = np.full(2 * len(chars), ord(" "), dtype=np.uint8)
                 out[1::2] = chars
                 f.write(out[int(k == 0):].tobytes())  # " c" per character, the file's first without its space
+                progress.advance(len(chars))
+    progress.finish()
 
 
 def parse_text8_chars(path: Path) -> np.ndarray:
