@@ -454,9 +454,11 @@ def test_cache_key_is_one_whichever_tier_or_spelling_names_the_folder(tmp_path, 
 
 
 @pytest.mark.parametrize("convention", R.LM1B_CONVENTIONS)
-def test_lm1b_training_shards_encoded_in_workers_equal_shuffling_the_sentence_lists(tmp_path, convention):
+def test_lm1b_training_shards_encoded_in_workers_equal_shuffling_the_sentence_lists(tmp_path, monkeypatch,
+                                                                                     convention):
     """Workers encode each shard in file order and the parent lays the sentences out in the shuffled order: the same
-    stream as shuffling each shard's sentence list and joining it with its boundary symbols, for 1 or 2 processes."""
+    stream as shuffling each shard's sentence list and joining it with its boundary symbols, for 1 or 2 processes
+    and for a shard read in blocks of 3 lines."""
     shards = [[f"the cat {'dog ' * (i % 5)}." for i in range(k, k + 9)] + ["an odd one"] for k in range(4)]
     names = _lm1b(tmp_path, shards)
     vocab = R.read_lm1b_vocab(tmp_path / R.LM1B_VOCAB)
@@ -466,6 +468,7 @@ def test_lm1b_training_shards_encoded_in_workers_equal_shuffling_the_sentence_li
         sents = R._sentences(tmp_path / names[int(shard)])
         sents = [sents[i] for i in rng.permutation(len(sents))]
         expected.append(R.lm1b_stream(sents, vocab, convention, "ref", opening=k == 0))
-    for procs in (1, 2):
+    for procs, block in ((1, R.SHARD_BLOCK_LINES), (2, R.SHARD_BLOCK_LINES), (1, 3)):
+        monkeypatch.setattr(R, "SHARD_BLOCK_LINES", block)
         _, splits = _read_lm1b(tmp_path, convention, 3, train_shards=names, num_proc=procs)
         assert np.array_equal(splits["train"], np.concatenate(expected)) and splits["train"].dtype == np.int32

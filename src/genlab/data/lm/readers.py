@@ -28,18 +28,19 @@ from genlab.utils import atomic_write
 SPLITS = ("train", "valid", "test")
 EOS = "<eos>"
 ENCODE_CHUNK_LINES = 100_000
+SHARD_BLOCK_LINES = 10_000  # LM1B sentences encoded at a time: ~35 MB of word strings, not ~0.5 GB for a whole shard
 PARSE_CHUNK_BYTES = 1 << 23  # enwik8/text8 files are parsed and written in pieces of this size
 
 
 # ---------------------------------------------------------------------------------------------- word streams
-def _read_lines(path: Path) -> Iterable[list[str]]:
+def _read_lines(path: Path, lines: int | None = None) -> Iterable[list[str]]:
     """Blocks of lines of a UTF-8 file; a decoding error becomes a DataError naming the file."""
     try:
         with open(path, encoding="utf-8") as f:
             block: list[str] = []
             for line in f:
                 block.append(line)
-                if len(block) >= ENCODE_CHUNK_LINES:
+                if len(block) >= (lines or ENCODE_CHUNK_LINES):
                     yield block
                     block = []
             if block:
@@ -421,9 +422,14 @@ class ShardEncoder:
     lower: bool = False
 
     def __call__(self, path: Path) -> tuple[np.ndarray, np.ndarray]:
-        words = [s.split() for s in _sentences(path, self.lower)]
-        lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
-        return self.vocab.encode([w for sentence in words for w in sentence], where=str(path)), lengths
+        ids, lengths = [np.zeros(0, dtype=np.int32)], [np.zeros(0, dtype=np.int64)]
+        for block in _read_lines(path, SHARD_BLOCK_LINES):
+            words = [s.split() for s in _block_sentences(block, self.lower)]
+            lengths.append(np.fromiter(map(len, words), dtype=np.int64, count=len(words)))
+            ids.append(self.vocab.encode([w for sentence in words for w in sentence], where=str(path)))
+        if sum(map(len, lengths)) == 0:
+            _sentences(path)  # raises: the shard is empty
+        return np.concatenate(ids), np.concatenate(lengths)
 
 
 def lm1b_layout(ids: np.ndarray, lengths: np.ndarray, order: np.ndarray, marker: int, convention: str,
@@ -442,10 +448,14 @@ def lm1b_layout(ids: np.ndarray, lengths: np.ndarray, order: np.ndarray, marker:
     return out
 
 
+def _block_sentences(block: list[str], lower: bool) -> list[str]:
+    return [s.lower() if lower else s for s in (line.strip() for line in block) if s]
+
+
 def _sentences(path: Path, lower: bool = False) -> list[str]:
     out: list[str] = []
     for block in _read_lines(path):
-        out.extend(s.lower() if lower else s for s in (line.strip() for line in block) if s)
+        out.extend(_block_sentences(block, lower))
     if not out:
         raise DataError(f"{path} holds no sentences: the shard is empty. Replace it with the real file.")
     return out
