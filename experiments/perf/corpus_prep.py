@@ -16,7 +16,9 @@ vocabulary (539 MB), WikiText-2 2.1M words / 33k, PTB 0.89M words / 10k (lower c
 10^8 bytes in their zip archives (prepared to the 90M/5M/5M split first), One Billion Word 99 training shards of
 0.8B words in all over a 793k-word vocabulary file (4.2 GB; ``--scale 0.1`` writes a tenth), ``lm1b_mos`` the same
 shards with its top-100k vocabulary counted from them. Words follow a truncated Zipf law (exponent 1) over the
-vocabulary, so every vocabulary word occurs; word lengths are set so bytes per word match the real file.
+vocabulary, so every vocabulary word occurs; word lengths are set so bytes per word match the real file. The
+finetuning sets (``mnli``, ``yelp5``, ``race``, ``gdan``; their writers give the real counts) are set up through their
+datamodules (``setup("fit")``: read, tokenise, lay out) with an 8,000-piece SentencePiece model of the synthetic prose.
 """
 
 from __future__ import annotations
@@ -247,8 +249,8 @@ def _prose(words: Words) -> Callable[[float], str]:
 
 
 def write_mnli(root: Path, scale: float) -> None:
-    """GLUE MNLI TSVs: 392,702 training pairs (premise ~22 words, hypothesis ~11), with the binary and full parse
-    columns that make the real train.tsv 80 MB; dev and test matched / mismatched ~9.8k rows each."""
+    """GLUE MNLI TSVs: 392,702 training pairs (premise ~22 words, hypothesis ~11) with every column of the real
+    files (binary and full parses included); dev and test, matched and mismatched, ~9.8k rows each."""
     text, rng = _prose(Words(60_000, 5.5)), np.random.default_rng(1)
     labels = ("contradiction", "entailment", "neutral")
     for split, n, n_labels in (("train", 392_702, 1), ("dev_matched", 9_815, 5), ("dev_mismatched", 9_832, 5),
