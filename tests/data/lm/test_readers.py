@@ -130,7 +130,7 @@ def test_c17_enwik8_newline_flag(tmp_path):
     kept = R.parse_decimal_bytes(tmp_path / "test.txt", keep_newlines=True)
     assert bytes(kept.astype(np.uint8)) == test_bytes
     assert bytes(dropped.astype(np.uint8)) == test_bytes.replace(b"\n", b"")
-    vocab, splits = R.read_enwik8(tmp_path, keep_newlines=False)
+    vocab, splits = _arrays(R.read_enwik8, tmp_path, keep_newlines=False)
     assert "10" not in vocab and len(vocab) == len(set(data) - {10})
     assert "".join(chr(int(s)) for s in vocab.decode(splits["test"])) == test_bytes.replace(b"\n", b"").decode("latin1")
     vocab_nl, _ = R.read_enwik8(tmp_path, keep_newlines=True)
@@ -168,9 +168,30 @@ def test_c17_text8_maps_space_to_underscore_and_has_27_symbols(tmp_path):
     R.prepare_text8(tmp_path, n_test=n)
     test_part = text[-n:].strip()
     assert (tmp_path / "test.txt").read_text() == " ".join("_" if c == " " else c for c in test_part)
-    vocab, splits = R.read_text8(tmp_path)
+    vocab, splits = _arrays(R.read_text8, tmp_path)
     assert len(vocab) == 27 and "_" in vocab and " " not in vocab
     assert "".join(vocab.decode(splits["test"])) == test_part.replace(" ", "_")
+
+
+@pytest.mark.parametrize("name", ["enwik8", "text8"])
+def test_byte_and_char_corpora_are_the_same_prepared_and_read_in_small_pieces(tmp_path, monkeypatch, name):
+    """enwik8/text8 are prepared and read a piece at a time (memory flat in the file size): 7-byte pieces give the
+    files and ids of one piece, including stripped ends and a vocabulary whose ties need a second pass."""
+    rng = np.random.default_rng(1)
+    words = [" ".join(rng.choice(["ab", "c", "dde", "f\n"], 400))] if name == "enwik8" else ["  a bc  d ef  " * 60]
+    out = {}
+    for piece in (1 << 23, 7):
+        root = tmp_path / str(piece)
+        root.mkdir()
+        with zipfile.ZipFile(root / f"{name}.zip", "w") as z:
+            z.writestr(name, words[0])
+        monkeypatch.setattr(R, "PARSE_CHUNK_BYTES", piece)
+        (R.prepare_enwik8 if name == "enwik8" else R.prepare_text8)(root, n_test=len(words[0]) // 7)
+        vocab, splits = _arrays(R.read_enwik8 if name == "enwik8" else R.read_text8, root)
+        out[piece] = ([(root / f"{s}.txt").read_bytes() for s in R.SPLITS], vocab.symbols, splits)
+    (files, symbols, splits), (files_7, symbols_7, splits_7) = out.values()
+    assert files == files_7 and symbols == symbols_7
+    assert all(np.array_equal(splits[s], splits_7[s]) for s in R.SPLITS)
 
 
 def test_text8_malformed(tmp_path):
@@ -290,7 +311,7 @@ def test_empty_split_is_a_data_error_naming_the_file(tmp_path):
     for s in R.SPLITS:
         (tmp_path / f"{s}.txt").write_text("65 66" if s != "valid" else "  \n ")
     with pytest.raises(DataError, match="valid.txt holds no tokens"):
-        R.read_enwik8(tmp_path)
+        _arrays(R.read_enwik8, tmp_path)
 
 
 def test_non_utf8_file_is_a_data_error(tmp_path):
@@ -406,10 +427,10 @@ def test_vocab_file_for_bytes_must_cover_the_corpus(tmp_path):
     for s in R.SPLITS:
         (tmp_path / f"{s}.txt").write_text("65 66 67")
     Vocab(["67", "66", "65", "1"]).save(tmp_path / "v.json")
-    vocab, splits = R.read_enwik8(tmp_path, vocab=Vocab.load(tmp_path / "v.json"))
+    vocab, splits = _arrays(R.read_enwik8, tmp_path, vocab=Vocab.load(tmp_path / "v.json"))
     assert splits["train"].tolist() == [2, 1, 0]
-    with pytest.raises(DataError, match="symbol '66' is not in the given vocabulary"):
-        R.read_enwik8(tmp_path, vocab=Vocab(["65", "67"]))
+    with pytest.raises(DataError, match="train.txt: symbol '66' is not in the given vocabulary"):
+        _arrays(R.read_enwik8, tmp_path, vocab=Vocab(["65", "67"]))
 
 
 def test_word_corpus_is_the_same_in_pieces_and_over_processes(tmp_path, monkeypatch):
@@ -433,9 +454,11 @@ def test_cache_key_is_one_whichever_tier_or_spelling_names_the_folder(tmp_path, 
 
 
 @pytest.mark.parametrize("convention", R.LM1B_CONVENTIONS)
-def test_lm1b_training_shards_encoded_in_workers_equal_shuffling_the_sentence_lists(tmp_path, convention):
+def test_lm1b_training_shards_encoded_in_workers_equal_shuffling_the_sentence_lists(tmp_path, monkeypatch,
+                                                                                     convention):
     """Workers encode each shard in file order and the parent lays the sentences out in the shuffled order: the same
-    stream as shuffling each shard's sentence list and joining it with its boundary symbols, for 1 or 2 processes."""
+    stream as shuffling each shard's sentence list and joining it with its boundary symbols, for 1 or 2 processes
+    and for a shard read in blocks of 3 lines."""
     shards = [[f"the cat {'dog ' * (i % 5)}." for i in range(k, k + 9)] + ["an odd one"] for k in range(4)]
     names = _lm1b(tmp_path, shards)
     vocab = R.read_lm1b_vocab(tmp_path / R.LM1B_VOCAB)
@@ -445,6 +468,7 @@ def test_lm1b_training_shards_encoded_in_workers_equal_shuffling_the_sentence_li
         sents = R._sentences(tmp_path / names[int(shard)])
         sents = [sents[i] for i in rng.permutation(len(sents))]
         expected.append(R.lm1b_stream(sents, vocab, convention, "ref", opening=k == 0))
-    for procs in (1, 2):
+    for procs, block in ((1, R.SHARD_BLOCK_LINES), (2, R.SHARD_BLOCK_LINES), (1, 3)):
+        monkeypatch.setattr(R, "SHARD_BLOCK_LINES", block)
         _, splits = _read_lm1b(tmp_path, convention, 3, train_shards=names, num_proc=procs)
         assert np.array_equal(splits["train"], np.concatenate(expected)) and splits["train"].dtype == np.int32

@@ -1,7 +1,8 @@
 """Readers for the real on-disk formats of the language-modelling benchmarks (as the Transformer-XL and MoS
 code read them).
 
-Each ``read_*`` takes the dataset directory and returns ``(vocab, {"train", "valid", "test"} -> int32 ids)``.
+Each ``read_*`` takes the dataset directory and returns ``(vocab, {"train", "valid", "test"} -> int32 ids)``, the
+ids of a large split as a stream of pieces (:func:`materialize` joins them), so that memory does not grow with it.
 Word corpora are split on whitespace one line at a time (one dict lookup per token); byte and character
 corpora are parsed with NumPy, without a Python loop over symbols.
 """
@@ -10,8 +11,9 @@ from __future__ import annotations
 
 import os
 import zipfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -26,18 +28,19 @@ from genlab.utils import atomic_write
 SPLITS = ("train", "valid", "test")
 EOS = "<eos>"
 ENCODE_CHUNK_LINES = 100_000
+SHARD_BLOCK_LINES = 10_000  # LM1B sentences encoded at a time: ~35 MB of word strings, not ~0.5 GB for a whole shard
 PARSE_CHUNK_BYTES = 1 << 23  # enwik8/text8 files are parsed and written in pieces of this size
 
 
 # ---------------------------------------------------------------------------------------------- word streams
-def _read_lines(path: Path) -> Iterable[list[str]]:
+def _read_lines(path: Path, lines: int | None = None) -> Iterable[list[str]]:
     """Blocks of lines of a UTF-8 file; a decoding error becomes a DataError naming the file."""
     try:
         with open(path, encoding="utf-8") as f:
             block: list[str] = []
             for line in f:
                 block.append(line)
-                if len(block) >= ENCODE_CHUNK_LINES:
+                if len(block) >= (lines or ENCODE_CHUNK_LINES):
                     yield block
                     block = []
             if block:
@@ -158,10 +161,13 @@ def prepare_enwik8(root: Path, n_test: int = 5_000_000, archive: str = "enwik8.z
     raw = np.frombuffer(data, dtype=np.uint8)
     n_train, n_valid, _ = split_sizes(len(raw), n_test)
     parts = {"train": raw[:n_train], "valid": raw[n_train : n_train + n_valid], "test": raw[n_train + n_valid :]}
+    progress = Progress(f"preparing enwik8 from {archive}", len(raw))
     for split, part in parts.items():
         with atomic_write(root / f"{split}.txt", "wb") as f:
             for k in range(0, len(part), PARSE_CHUNK_BYTES):  # bounded memory on the 90M-byte train part
                 f.write((b" " if k else b"") + bytes_to_decimal_text(part[k : k + PARSE_CHUNK_BYTES]))
+                progress.advance(len(part[k : k + PARSE_CHUNK_BYTES]))
+    progress.finish()
 
 
 def bytes_to_decimal_text(part: np.ndarray) -> bytes:
@@ -204,14 +210,36 @@ def _separated_chunks(path: Path, chunk: int | None = None) -> Iterable[tuple[in
         raise DataError(f"cannot read {path} ({err}).") from err
 
 
+@dataclass(frozen=True)
+class ParsedValues:
+    """The symbol values of byte/character files in order, parsed one piece at a time on every pass over them:
+    nothing is kept, so memory stays at a piece whatever the file size (the vocabulary and the encoding each read
+    the files once more instead). ``parse(buf, file offset, path)`` turns a piece into values."""
+
+    paths: tuple[Path, ...]
+    parse: Callable[[np.ndarray, int, Path], np.ndarray]
+    what: str = "reading"
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        progress = Progress(f"{self.what} {', '.join(p.name for p in self.paths)}", total_bytes(self.paths))
+        for path in self.paths:
+            for offset, buf in _separated_chunks(path):
+                yield self.parse(buf, offset, path)
+                progress.advance(len(buf))
+        progress.finish()
+
+
+def _all_values(path: Path, parse: Callable[[np.ndarray, int, Path], np.ndarray]) -> np.ndarray:
+    parts = list(ParsedValues((Path(path),), parse))
+    return _non_empty(np.concatenate(parts) if parts else np.zeros(0, dtype=np.int16), path)
+
+
 def parse_decimal_bytes(path: Path, keep_newlines: bool = False) -> np.ndarray:
     """Decimal byte values of an enwik8-format file, in order; a newline becomes byte 10 only if ``keep_newlines``.
 
     The official pipeline reads line by line without ``<eos>``, so newline bytes are dropped.
     """
-    parts = [_parse_decimal_chunk(buf, off, path, keep_newlines) for off, buf in _separated_chunks(Path(path))]
-    values = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int16)
-    return _non_empty(values, path)
+    return _all_values(path, partial(_parse_decimal_chunk, keep_newlines=keep_newlines))
 
 
 def _parse_decimal_chunk(buf: np.ndarray, offset: int, path: Path, keep_newlines: bool) -> np.ndarray:
@@ -245,30 +273,41 @@ def _parse_decimal_chunk(buf: np.ndarray, offset: int, path: Path, keep_newlines
 
 
 def read_enwik8(root: Path, keep_newlines: bool = False, vocab: Vocab | None = None):
-    """enwik8 ``{train,valid,test}.txt``; vocab = byte values seen in all three splits, by frequency, no specials."""
-    raw = {s: parse_decimal_bytes(Path(root) / f"{s}.txt", keep_newlines) for s in SPLITS}
-    return _encode_values(root, raw, [str(v) for v in range(256)], vocab)
+    """enwik8 ``{train,valid,test}.txt``; vocab = byte values seen in all three splits, by frequency, no specials.
+    The splits' ids stream in pieces (:func:`materialize` makes arrays)."""
+    return _encode_values(root, partial(_parse_decimal_chunk, keep_newlines=keep_newlines),
+                          [str(v) for v in range(256)], vocab)
 
 
-def _encode_values(root: Path, raw: dict[str, np.ndarray], names: list[str], vocab: Vocab | None):
-    """Byte/char values -> ids, with a vocabulary built from all splits or the given one."""
+def _encode_values(root: Path, parse: Callable[[np.ndarray, int, Path], np.ndarray], names: list[str],
+                   vocab: Vocab | None) -> tuple[Vocab, dict[str, Iterator[np.ndarray]]]:
+    """Byte/char values -> ids, with a vocabulary built from all splits (one counting pass over the files) or the
+    given one; each split's ids are a stream of pieces."""
+    paths = {s: Path(root) / f"{s}.txt" for s in SPLITS}
     if vocab is None:
-        vocab, table = build_value_vocab([raw[s] for s in SPLITS], len(names), names)
+        vocab, table = build_value_vocab(ParsedValues(tuple(paths.values()), parse, "counting symbols of"),
+                                         len(names), names)
     else:
         table = np.array([vocab.get(n, -1) for n in names], dtype=np.int32)
-    out = {}
-    for split, values in raw.items():
-        ids = table[values]
-        if ids.min() < 0:
-            bad = names[int(values[int(np.argmin(ids))])]
-            raise DataError(f"{root}/{split}.txt: symbol {bad!r} is not in the given vocabulary; use the vocabulary "
-                            "this corpus was tokenised with.")
-        out[split] = ids
-    return vocab, out
+
+    def encode(path: Path) -> Iterator[np.ndarray]:
+        n = 0
+        for values in ParsedValues((path,), parse, "encoding"):
+            ids = table[values]
+            if len(ids) and ids.min() < 0:
+                bad = names[int(values[int(np.argmin(ids))])]
+                raise DataError(f"{path}: symbol {bad!r} is not in the given vocabulary; use the vocabulary this "
+                                "corpus was tokenised with.")
+            n += len(ids)
+            yield ids
+        _non_empty(np.zeros(n, dtype=np.int32), path)
+
+    return vocab, {s: encode(p) for s, p in paths.items()}
 
 
 # ---------------------------------------------------------------------------------------------- text8
 TEXT8_ALPHABET = "_abcdefghijklmnopqrstuvwxyz"
+STRIPPED = frozenset(b" \t\n\r\x0b\x0c")  # the bytes bytes.strip() removes
 
 
 def prepare_text8(root: Path, n_test: int = 5_000_000, archive: str = "text8.zip") -> None:
@@ -278,20 +317,28 @@ def prepare_text8(root: Path, n_test: int = 5_000_000, archive: str = "text8.zip
     raw = np.frombuffer(_read_zip_member(root / archive, "text8"), dtype=np.uint8)
     n_train, n_valid, _ = split_sizes(len(raw), n_test)
     parts = {"train": raw[:n_train], "valid": raw[n_train : n_train + n_valid], "test": raw[n_train + n_valid :]}
+    progress = Progress(f"preparing text8 from {archive}", len(raw))
     for split, part in parts.items():
-        text = part.tobytes().strip()
-        chars = np.frombuffer(text, dtype=np.uint8).copy()
-        chars[chars == ord(" ")] = ord("_")
-        out = np.full(max(2 * len(chars) - 1, 0), ord(" "), dtype=np.uint8)
-        out[::2] = chars
+        start, end = 0, len(part)
+        while start < end and part[start] in STRIPPED:  # bytes.strip() without a copy of the part
+            start += 1
+        while end > start and part[end - 1] in STRIPPED:
+            end -= 1
+        text = part[start:end]
         with atomic_write(root / f"{split}.txt", "wb") as f:
-            f.write(out.tobytes())
+            for k in range(0, len(text), PARSE_CHUNK_BYTES):  # bounded memory on the 90M-character train part
+                chars = text[k : k + PARSE_CHUNK_BYTES].copy()
+                chars[chars == ord(" ")] = ord("_")
+                out = np.full(2 * len(chars), ord(" "), dtype=np.uint8)
+                out[1::2] = chars
+                f.write(out[int(k == 0):].tobytes())  # " c" per character, the file's first without its space
+                progress.advance(len(chars))
+    progress.finish()
 
 
 def parse_text8_chars(path: Path) -> np.ndarray:
     """Characters of a prepared text8 file (single characters separated by spaces), as byte values."""
-    parts = [_parse_text8_chunk(buf, off, path) for off, buf in _separated_chunks(Path(path))]
-    return _non_empty(np.concatenate(parts) if parts else np.zeros(0, dtype=np.int16), path)
+    return _all_values(path, _parse_text8_chunk)
 
 
 _TEXT8_ALLOWED = np.zeros(256, dtype=bool)
@@ -312,9 +359,9 @@ def _parse_text8_chunk(buf: np.ndarray, offset: int, path: Path) -> np.ndarray:
 
 
 def read_text8(root: Path, vocab: Vocab | None = None):
-    """text8 ``{train,valid,test}.txt``: 27 symbols ('_' for space), no ``<eos>``, frequency order."""
-    raw = {s: parse_text8_chars(Path(root) / f"{s}.txt") for s in SPLITS}
-    return _encode_values(root, raw, [chr(v) for v in range(256)], vocab)
+    """text8 ``{train,valid,test}.txt``: 27 symbols ('_' for space), no ``<eos>``, frequency order; the splits' ids
+    stream in pieces."""
+    return _encode_values(root, _parse_text8_chunk, [chr(v) for v in range(256)], vocab)
 
 
 # ---------------------------------------------------------------------------------------------- One Billion Word
@@ -375,9 +422,14 @@ class ShardEncoder:
     lower: bool = False
 
     def __call__(self, path: Path) -> tuple[np.ndarray, np.ndarray]:
-        words = [s.split() for s in _sentences(path, self.lower)]
-        lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
-        return self.vocab.encode([w for sentence in words for w in sentence], where=str(path)), lengths
+        ids, lengths = [np.zeros(0, dtype=np.int32)], [np.zeros(0, dtype=np.int64)]
+        for block in _read_lines(path, SHARD_BLOCK_LINES):
+            words = [s.split() for s in _block_sentences(block, self.lower)]
+            lengths.append(np.fromiter(map(len, words), dtype=np.int64, count=len(words)))
+            ids.append(self.vocab.encode([w for sentence in words for w in sentence], where=str(path)))
+        if sum(map(len, lengths)) == 0:
+            _sentences(path)  # raises: the shard is empty
+        return np.concatenate(ids), np.concatenate(lengths)
 
 
 def lm1b_layout(ids: np.ndarray, lengths: np.ndarray, order: np.ndarray, marker: int, convention: str,
@@ -396,10 +448,14 @@ def lm1b_layout(ids: np.ndarray, lengths: np.ndarray, order: np.ndarray, marker:
     return out
 
 
+def _block_sentences(block: list[str], lower: bool) -> list[str]:
+    return [s.lower() if lower else s for s in (line.strip() for line in block) if s]
+
+
 def _sentences(path: Path, lower: bool = False) -> list[str]:
     out: list[str] = []
     for block in _read_lines(path):
-        out.extend(s.lower() if lower else s for s in (line.strip() for line in block) if s)
+        out.extend(_block_sentences(block, lower))
     if not out:
         raise DataError(f"{path} holds no sentences: the shard is empty. Replace it with the real file.")
     return out

@@ -199,12 +199,13 @@ def build_word_vocab(
 
 
 def build_value_vocab(
-    streams: Sequence[np.ndarray], n_values: int, names: Sequence[str], specials: Sequence[str] = ()
+    streams: Iterable[np.ndarray], n_values: int, names: Sequence[str], specials: Sequence[str] = ()
 ) -> tuple[Vocab, np.ndarray]:
     """Frequency-ordered vocabulary over small integer symbols (bytes, characters), vectorised over the corpus.
 
-    ``streams`` hold raw symbol values in [0, n_values) in corpus order and ``names[v]`` is the printed symbol of
-    value v. Ties keep first-occurrence order, as ``Counter.most_common`` does. Returns the vocabulary and the
+    ``streams`` hold raw symbol values in [0, n_values) in corpus order (any re-iterable: they are read again only to
+    break ties; ``readers.ParsedValues`` parses files piece by piece on each pass) and ``names[v]`` is the printed
+    symbol of value v. Ties keep first-occurrence order, as ``Counter.most_common`` does. Returns the vocabulary and the
     value -> id lookup table (-1 for values never seen).
     """
     counts = np.zeros(n_values, dtype=np.int64)
@@ -225,7 +226,7 @@ def build_value_vocab(
     return Vocab(symbols, specials=tuple(specials)), table
 
 
-def _first_position(streams: Sequence[np.ndarray], value: int) -> int:
+def _first_position(streams: Iterable[np.ndarray], value: int) -> int:
     offset = 0
     for s in streams:
         hit = s == value
