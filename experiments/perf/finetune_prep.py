@@ -6,8 +6,9 @@ synthetic Amazon-2 ``train.csv`` of each ``--mb`` size (``"label","title","body"
 and a ``test.csv`` a tenth its size, trains one SentencePiece model on a 2 MB sample, then in fresh processes runs
 ``ClassificationDataModule(max_seq_len=512)``: setup (stream, tokenise, write the memory-mapped entry) and 200
 training batches of 32 laid out from it, once with an empty cache and once from the cache. Prints per size and run
-wall and CPU seconds, peak RSS, and the peak-RSS ratio to the smallest size (flat = bounded; the laid-out
-``[N, 512]`` arrays this replaced grew 6 KB per example).
+wall and CPU seconds, peak RSS, the peak-RSS ratio to the smallest size (flat = bounded; the laid-out
+``[N, 512]`` arrays this replaced grew 6 KB per example), and after the batches the anonymous memory and the
+file-backed pages (the memory-mapped cache pages the batches touched: shared with DataLoader workers, evictable).
 
     python experiments/perf/finetune_prep.py --dataset amazon2 --mb 20,80 [--num-proc 1] [--workdir /tmp/ft]
         [--before /path/to/reference/src]
@@ -69,9 +70,11 @@ dm.setup("fit")
 prep = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 batches = sum(1 for _ in islice(dm.train_dataloader(), 200))
 kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+status = dict(line.split(":", 1) for line in open("/proc/self/status") if line.startswith(("RssAnon", "RssFile")))
 print(json.dumps({"wall": time.perf_counter() - t0, "cpu": time.process_time() - c0 + kids.ru_utime + kids.ru_stime,
                   "prep_rss_mb": prep, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                  "workers_rss_mb": kids.ru_maxrss / 1024, "examples": len(dm.splits["train"]), "batches": batches}))
+                  "workers_rss_mb": kids.ru_maxrss / 1024, "examples": len(dm.splits["train"]), "batches": batches,
+                  **{k: int(v.split()[0]) / 1024 for k, v in status.items()}}))
 """
 
 
@@ -110,7 +113,7 @@ def reviews_main(sizes_mb: list[int], num_proc: int, work: Path, before: str | N
     print(f"Amazon-2 CSV layout, max_seq_len 512, num_proc={num_proc}; setup + 200 training batches of 32 in a fresh "
           f"process; {time.strftime('%Y-%m-%d %H:%M')}")
     print(f"{'train MB':>9} {'examples':>10} {'run':>6} {'wall s':>7} {'cpu s':>7} {'setup RSS MB':>13} "
-          f"{'peak RSS MB':>12} {'workers MB':>11} {'RSS ratio':>10}")
+          f"{'peak RSS MB':>12} {'workers MB':>11} {'RSS ratio':>10} {'anon MB':>8} {'mapped MB':>10}")
     first = {}
     for mb in sizes_mb:
         cache = work / f"cache_reviews_{mb}mb_{num_proc}p_{time.time_ns()}"
@@ -125,7 +128,8 @@ def reviews_main(sizes_mb: list[int], num_proc: int, work: Path, before: str | N
             peak[run] = r["rss_mb"]
             print(f"{(roots[mb] / 'train.csv').stat().st_size / 1e6:>9.0f} {r['examples']:>10,} {run:>6} "
                   f"{r['wall']:>7.1f} {r['cpu']:>7.1f} {r['prep_rss_mb']:>13.0f} {r['rss_mb']:>12.0f} "
-                  f"{r['workers_rss_mb']:>11.0f} {r['rss_mb'] / first[run]:>10.2f}")
+                  f"{r['workers_rss_mb']:>11.0f} {r['rss_mb'] / first[run]:>10.2f} {r.get('RssAnon', 0):>8.0f} "
+                  f"{r.get('RssFile', 0):>10.0f}")
         if before:
             print(f"{'':>9} reference / this code, peak RSS of the first run: {peak['before'] / peak['cold']:.2f}x")
 
