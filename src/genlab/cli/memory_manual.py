@@ -147,32 +147,35 @@ def _planetoid_batch(model: nn.Module, rows: int, ctx_rows: int, gen: torch.Gene
 
 
 def _gdan_batch(cfg: DictConfig, task: nn.Module, rows: int, unl_rows: int, length: int) -> dict[str, Any]:
-    """L and U batches of paragraphs of ``length`` tokens, questions of the longest the data keeps."""
-    from genlab.cli.memory_probe import zipf_ids
-
+    """L and U batches of paragraphs of ``length`` tokens, questions of the longest the data keeps (word ids: any,
+    no layer's size depends on them)."""
     data, model = cfg.data, task.model
+    gen = torch.Generator().manual_seed(0)
+
+    def ids(shape: tuple[int, ...], vocab: int, low: int) -> Tensor:
+        return torch.randint(low, vocab, shape, generator=gen)
     q_len = int(data.get("max_question_tokens") or 60)
     d_vocab = model.reader.vocab_size
 
-    def paragraphs(n: int, seed: int) -> dict[str, Tensor]:
-        out = {"p_ids": zipf_ids((n, length), d_vocab, low=2, seed=seed), "p_mask": torch.ones(n, length, dtype=bool),
+    def paragraphs(n: int) -> dict[str, Tensor]:
+        out = {"p_ids": ids((n, length), d_vocab, low=2), "p_mask": torch.ones(n, length, dtype=bool),
                "start": torch.full((n,), length // 2), "end": torch.full((n,), length // 2 + 2)}
         if model.generator is not None:
             g_vocab = model.generator.vocab_size
-            out["g_p_ids"] = zipf_ids((n, length), g_vocab, low=4, seed=seed)
+            out["g_p_ids"] = ids((n, length), g_vocab, low=4)
             out["g_p_ext"] = out["g_p_ids"].clone()
             oov = max(1, length // 10)  # paragraph words outside G's vocabulary: copied by their slot
             out["g_p_ext"][:, -oov:] = g_vocab + torch.arange(oov)
         return out
 
-    lab = {**paragraphs(rows, 1), "q_ids": zipf_ids((rows, q_len), d_vocab, low=2, seed=2),
+    lab = {**paragraphs(rows), "q_ids": ids((rows, q_len), d_vocab, low=2),
            "q_mask": torch.ones(rows, q_len, dtype=bool)}
     if model.generator is not None:
         g_len = int(data.get("g_max_question_tokens") or model.generator.max_question_len)
-        lab["g_q_ids"] = zipf_ids((rows, g_len), model.generator.vocab_size, low=4, seed=3)
+        lab["g_q_ids"] = ids((rows, g_len), model.generator.vocab_size, low=4)
         lab["g_q_ids"][:, -1] = model.generator.eos_id
         lab["g_q_mask"] = torch.ones(rows, g_len, dtype=bool)
-    return {"lab": lab, "unl": {**paragraphs(unl_rows, 4), "index": torch.arange(unl_rows)}}
+    return {"lab": lab, "unl": {**paragraphs(unl_rows), "index": torch.arange(unl_rows)}}
 
 
 def batch_bytes(cfg: DictConfig, task: nn.Module, batch_size: int) -> int:
@@ -221,18 +224,16 @@ def heaviest(task: nn.Module) -> int:
     return 1
 
 
-def step_spans(task: nn.Module, batch: dict[str, Any], precision: str) -> tuple[list[list[int]], set[int]]:
-    """:func:`genlab.cli.memory_probe.step_spans` of a manually optimised task: its heaviest iterations on ``batch``
-    through a Lightning Trainer on the CPU, on a copy of the task. The gradients and optimiser states are the spans
-    returned to leave out."""
+def step_spans(task: nn.Module, batch: dict[str, Any], precision: str, lifetimes) -> tuple[list[list[int]], set[int]]:
+    """:func:`genlab.cli.memory_probe.step_spans` of a manually optimised task, recorded by ``lifetimes`` (the probe's
+    dispatch mode): its heaviest iterations on ``batch`` through a Lightning Trainer on the CPU, on a copy of the
+    task. The gradients and optimiser states are the spans returned to leave out."""
     import pytorch_lightning as pl
     from torch.utils.data import DataLoader
 
-    from genlab.cli.memory_probe import _Lifetimes
-
     probe = copy.deepcopy(task)
     iterations = heaviest(probe)
-    lifetimes, counted = _Lifetimes(), set()
+    counted: set[int] = set()
     make_optimizers = probe.configure_optimizers
 
     def optimizers_that_report():

@@ -237,7 +237,7 @@ def step_spans(task: nn.Module, batch: dict[str, Any], precision: str) -> tuple[
     allocation order) and which of them are the parameters' gradients (the RNG, the task's mode and gradients, and
     the memories the step kept are left as they were)."""
     if memory_manual.covers(task):
-        return memory_manual.step_spans(task, batch, precision)
+        return memory_manual.step_spans(task, batch, precision, _Lifetimes())
     lifetimes = _Lifetimes()
     was_training = task.training
     task.train()
