@@ -37,6 +37,7 @@ TINY_RUNS = {
     "experiments/transformer_xl/generate.py": "test_txl_generate_from_a_few_step_run",
     "experiments/xlnet_race/baselines.py": "test_race_baselines_on_the_mini",
     "experiments/xlnet_ablation/run_table.py": "test_xlnet_ablation_table_of_two_rows",
+    "experiments/xlnet_ablation/collapse_probe.py": "test_xlnet_ablation_table_of_two_rows",
     "experiments/xlnet_squad/baselines.py": "test_squad_baselines_on_the_minis",
     "experiments/gpt/runtimes.py": "test_gpt_runtimes_of_finished_runs",
     "experiments/gpt/g2_cv.py": "test_gpt_g2_cross_validation_summary",
@@ -427,6 +428,10 @@ def test_xlnet_ablation_table_of_two_rows(tmp_path):
         assert {row["n"] for row in csv.DictReader(f)} == {"1"}
     again = run([script, "--out", str(tmp_path), *ABLATION_SMOKE]).stdout  # resumes: every stage is done
     assert "python train.py" not in again and again.count("skipped") == 4
+    ckpts = sorted(str(c) for c in tmp_path.glob("row*/pretrain/checkpoints/last.ckpt"))  # BERT and XLNet
+    probe = run(["experiments/xlnet_ablation/collapse_probe.py", *ckpts]).stdout
+    cosines = [float(c) for c in re.findall(r"hidden states (-?[0-9.]+)", probe)]
+    assert len(cosines) == 2 and all(c < 0.99 for c in cosines) and "collapsed" not in probe, probe  # 2 steps in
     ckpt = next(tmp_path.glob("row2_*/pretrain/checkpoints/last.ckpt"))
     later = time.time() + 60  # newer than every finetuning result, however long they took
     os.utime(ckpt, (later, later))  # a re-run pretraining: its finetuning is stale
