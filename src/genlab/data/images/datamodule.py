@@ -243,12 +243,14 @@ class ImageDensityDataModule(SSLImageDataModule):
 
 class OneClassImageDataModule(SSLImageDataModule):
     """One digit class of a dataset (train and test files pooled), split 85/15 with random_state 0 as the NIST
-    loader of the CEGAN ranking experiment. Batches ``{"x": [B, D]}`` in [0, 1]; ``x_test`` holds held-out images."""
+    loader of the CEGAN ranking experiment. Batches ``{"x": [B, D]}`` in [0, 1] (``[B, C, H, W]`` for conv nets,
+    ``flatten=False``); ``x_test`` holds held-out images."""
 
     def __init__(self, dataset: str = "digits", source: str = "mini", path: str | None = None,
-                 cache_dir: str | None = None, digit: int = 1, batch_size: int = 128, seed: int = 0) -> None:
+                 cache_dir: str | None = None, digit: int = 1, batch_size: int = 128, seed: int = 0,
+                 flatten: bool = True) -> None:
         super().__init__(dataset=dataset, source=source, path=path, cache_dir=cache_dir, n_labeled=0, seed=seed,
-                         batch_size=batch_size, unlabeled_pool="all", scale="unit", flatten=True)
+                         batch_size=batch_size, unlabeled_pool="all", scale="unit", flatten=flatten)
         self.digit = digit
 
     def setup(self, stage: str | None = None) -> None:
