@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, IterableDataset, TensorDataset
 
+from genlab.data.finetune.resumable import ResumableTrainOrder
 from genlab.data.images.minis import DIGITS, MNIST5K
 from genlab.data.images.readers import (
     CIFAR10,
@@ -220,7 +221,13 @@ class SSLImageDataModule(SSLStreamDataModule):
         return {**identity, "n_valid": self.hparams.n_valid} if self.hparams.n_valid else identity
 
 
-class ImageDensityDataModule(SSLImageDataModule):
+def stack_images(items: list[tuple[Tensor]]) -> dict[str, Tensor]:
+    return {"x": torch.stack([a for (a,) in items])}
+
+
+# A shuffled plain stream resumes mid-epoch like the finetuning splits (its order is a function of seed and epoch,
+# its position is in every checkpoint); the mixin's state replaces the SSL stream's, which these loaders do not use.
+class ImageDensityDataModule(ResumableTrainOrder, SSLImageDataModule):
     """Plain image batches ``{"x": [B, C, H, W] in [-1, 1]}`` of the same datasets, for density models."""
 
     def __init__(self, dataset: str = "mnist5k", source: str = "mini", path: str | None = None,
@@ -236,12 +243,11 @@ class ImageDensityDataModule(SSLImageDataModule):
         return int(DATASETS[self.hparams.dataset][2]) + 1
 
     def train_dataloader(self) -> DataLoader:
-        gen = torch.Generator().manual_seed(self.hparams.seed)
-        return DataLoader(TensorDataset(self.x_unl), batch_size=self.hparams.batch_size, shuffle=True,
-                          generator=gen, drop_last=True, collate_fn=lambda items: {"x": torch.stack([a for (a,) in items])})
+        return self.resumable_loader(TensorDataset(self.x_unl), self.hparams.batch_size, seed=self.hparams.seed,
+                                     drop_last=True, collate_fn=stack_images)
 
 
-class OneClassImageDataModule(SSLImageDataModule):
+class OneClassImageDataModule(ResumableTrainOrder, SSLImageDataModule):
     """One digit class of a dataset (train and test files pooled), split 85/15 with random_state 0 as the NIST
     loader of the CEGAN ranking experiment. Batches ``{"x": [B, D]}`` in [0, 1] (``[B, C, H, W]`` for conv nets,
     ``flatten=False``); ``x_test`` holds held-out images."""
@@ -270,13 +276,10 @@ class OneClassImageDataModule(SSLImageDataModule):
         self.x_train, self.x_test = x[train_idx], x[test_idx]
 
     def train_dataloader(self) -> DataLoader:
-        gen = torch.Generator().manual_seed(self.hparams.seed)
-        return DataLoader(TensorDataset(self.x_train), batch_size=self.hparams.batch_size, shuffle=True,
-                          drop_last=True, generator=gen,
-                          collate_fn=lambda items: {"x": torch.stack([a for (a,) in items])})
+        return self.resumable_loader(TensorDataset(self.x_train), self.hparams.batch_size, seed=self.hparams.seed,
+                                     drop_last=True, collate_fn=stack_images)
 
     def val_dataloader(self) -> DataLoader:
-        return DataLoader(TensorDataset(self.x_test), batch_size=500,
-                          collate_fn=lambda items: {"x": torch.stack([a for (a,) in items])})
+        return DataLoader(TensorDataset(self.x_test), batch_size=500, collate_fn=stack_images)
 
     test_dataloader = val_dataloader
