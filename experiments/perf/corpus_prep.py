@@ -1,5 +1,7 @@
-"""What preparing each real corpus costs: wall and CPU time, peak memory, disk and processes, on synthetic files
-with the real benchmark's format, size and word statistics (written offline, deterministically; nothing downloaded).
+"""What preparing each real corpus costs (time, memory, disk, processes), measured on synthetic files of its size.
+
+The files have the real benchmark's format, size and word statistics (written offline, deterministically; nothing is
+downloaded).
 
 For each ``--corpora`` name the script writes the files the user would point ``data.path`` at (``--scale`` times
 the real size), then prepares them in a fresh process exactly as a run does (``load_lm_corpus(name, "path", ...)``
