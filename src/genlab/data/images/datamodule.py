@@ -158,9 +158,10 @@ class SSLImageDataModule(SSLStreamDataModule):
         self.save_hyperparameters()
 
     def _to_float(self, images: np.ndarray) -> Tensor:
-        x = torch.from_numpy(images.astype(np.float32)) / DATASETS[self.hparams.dataset][2]
+        # In place: one float32 copy of the images at a time (SVHN's training set is 0.9 GB of it), same values
+        x = torch.from_numpy(images.astype(np.float32)).div_(DATASETS[self.hparams.dataset][2])
         if self.hparams.scale == "symmetric":
-            x = x * 2.0 - 1.0
+            x.mul_(2.0).sub_(1.0)
         return x.flatten(1) if self.hparams.flatten else x
 
     def prepare_data(self) -> None:
@@ -186,7 +187,7 @@ class SSLImageDataModule(SSLStreamDataModule):
         keep[pool] = True
         if self.hparams.unlabeled_pool == "exclude_labeled":
             keep[idx] = False
-        self.x_unl = x_all[torch.from_numpy(keep)]
+        self.x_unl = x_all if keep.all() else x_all[torch.from_numpy(keep)]  # the whole set: no second copy
         self.x_test, self.y_test = self._to_float(x_test), torch.from_numpy(y_test)
         self.valid_indices = valid
         self.x_valid, self.y_valid = ((x_all[valid], torch.from_numpy(y_train[valid])) if len(valid)
