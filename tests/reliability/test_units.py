@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from genlab.cli import run_dir
-from genlab.data.finetune.resumable import EpochShuffle
+from genlab.data.loading.resumable import EpochShuffle
 from genlab.errors import ConfigError
 
 pytestmark = pytest.mark.reliability

@@ -16,7 +16,7 @@ from genlab.data.finetune.gpt_datamodules import (
     GPTStoryClozeDataModule,
 )
 from genlab.data.finetune.gpt_transforms import SpecialTokens
-from genlab.data.finetune.resumable import EpochShuffle
+from genlab.data.loading.resumable import EpochShuffle
 from genlab.errors import DataError
 
 
@@ -85,7 +85,7 @@ def test_story_cloze_cuts_story_and_ending_to_half_the_context(cache):
 
 
 def test_training_order_resumes_mid_epoch_from_the_checkpointed_position(cache, monkeypatch):
-    """The shared resumable order (``genlab.data.finetune.resumable``), keyed on data.seed, not the process seed."""
+    """The shared resumable order (``genlab.data.loading.resumable``), keyed on data.seed, not the process seed."""
     monkeypatch.setenv("PL_GLOBAL_SEED", "11")
     dm = setup(GPTClassificationDataModule("sst2", source="mini", cache_dir=cache, vocab_size=300, batch_size=8,
                                            seed=5))

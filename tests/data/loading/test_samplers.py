@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from torch.utils.data import DataLoader, Dataset
 
-from genlab.data.finetune.resumable import EpochShuffle
 from genlab.data.lm.bptt import VariableBPTTSampler
 from genlab.data.lm.streams import ResumableSequentialSampler
+from genlab.data.loading.resumable import EpochShuffle
 from genlab.data.pretrain.datamodule import PassSampler
 
 

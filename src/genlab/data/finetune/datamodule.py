@@ -34,9 +34,9 @@ from genlab.data.finetune.downloads import doc_spec, glue_spec
 from genlab.data.finetune.folds import check_fold, fold_split
 from genlab.data.finetune.glue_minis import GLUE_MINIS
 from genlab.data.finetune.minis import IMDB_MINI, SST2_MINI
-from genlab.data.finetune.resumable import ResumableTrainOrder
 from genlab.data.finetune.tokenizer_cache import piece_model
 from genlab.data.finetune.zhang_minis import ZHANG_MINIS
+from genlab.data.loading.resumable import ResumableTrainOrder
 from genlab.data.sources.tiers import DatasetSpec, locate
 from genlab.data.text.cache_entry import file_stamp
 from genlab.data.text.encoded_texts import EncodedRows, encode_rows, tokenizer_identity

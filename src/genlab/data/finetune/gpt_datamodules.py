@@ -17,7 +17,7 @@ The specials are the ids after the tokenizer's vocabulary (``SpecialTokens.after
 
 ``tokenizer``: the pretraining run's (``data.tokenizer=<its .ckpt>``, or a BPE ``.model``, or an HF ``openai-gpt``
 folder); null trains a GPT BPE of ``vocab_size`` pieces on the task's training text (from-scratch runs).
-Training order: the finetuning suite's resumable order (``genlab.data.finetune.resumable``), a permutation per
+Training order: the finetuning suite's resumable order (``genlab.data.loading.resumable``), a permutation per
 epoch keyed on (``seed``, epoch) whose position is checkpointed, so a killed run resumes mid-epoch on exactly the
 batches it would have seen.
 """
@@ -37,8 +37,8 @@ from genlab.data.finetune import gpt_transforms as T
 from genlab.data.finetune import story_cloze as sc
 from genlab.data.finetune.datamodule import ClassificationDataModule, EncodedSplit
 from genlab.data.finetune.race import RaceDataModule, RaceQuestion, question_bytes
-from genlab.data.finetune.resumable import ResumableTrainOrder
 from genlab.data.finetune.tokenizer_cache import cached_tokenizer_model
+from genlab.data.loading.resumable import ResumableTrainOrder
 from genlab.data.sources.tiers import locate
 from genlab.data.text.encoded_texts import EncodedRows, tokenize_texts
 from genlab.data.text.progress import tracked
@@ -94,7 +94,7 @@ def collate(items: list[dict[str, Any]]) -> dict[str, Any]:
 
 class GPTLoaders:
     """The GPT DataModules' loaders: the training split in the shared resumable order
-    (``genlab.data.finetune.resumable``, keyed on ``data.seed``), evaluation splits in order; GPT's collate."""
+    (``genlab.data.loading.resumable``, keyed on ``data.seed``), evaluation splits in order; GPT's collate."""
 
     seed: int
     num_workers: int

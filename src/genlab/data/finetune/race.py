@@ -32,8 +32,8 @@ from torch.utils.data import DataLoader, Dataset
 from genlab.data.finetune.datamodule import encode_pair
 from genlab.data.finetune.downloads import race_spec
 from genlab.data.finetune.race_mini import RACE_MINI
-from genlab.data.finetune.resumable import ResumableTrainOrder
 from genlab.data.finetune.tokenizer_cache import piece_model
+from genlab.data.loading.resumable import ResumableTrainOrder
 from genlab.data.sources.tiers import DatasetSpec, locate
 from genlab.data.text.chunks import Piece, decode_piece, total_bytes
 from genlab.data.text.encoded_texts import EncodedTexts, tokenize_texts

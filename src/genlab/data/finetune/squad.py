@@ -38,7 +38,6 @@ from torch.utils.data import DataLoader, Dataset
 
 from genlab.data.finetune.downloads import squad_spec
 from genlab.data.finetune.minis import SQUAD1_MINI, SQUAD2_MINI
-from genlab.data.finetune.resumable import ResumableTrainOrder
 from genlab.data.finetune.squad_align import (
     UNK_CHAR,
     Paragraph,
@@ -47,6 +46,7 @@ from genlab.data.finetune.squad_align import (
     offsets_paragraph,
 )
 from genlab.data.finetune.tokenizer_cache import piece_model
+from genlab.data.loading.resumable import ResumableTrainOrder
 from genlab.data.sources.tiers import DatasetSpec, locate
 from genlab.data.text.encoded_texts import EncodedTexts, encode_texts, tokenize_texts, tokenizer_identity
 from genlab.data.text.json_stream import iter_json_array

@@ -20,7 +20,6 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, IterableDataset, TensorDataset
 
-from genlab.data.finetune.resumable import ResumableTrainOrder
 from genlab.data.images.minis import DIGITS, MNIST5K
 from genlab.data.images.readers import (
     CIFAR10,
@@ -31,6 +30,7 @@ from genlab.data.images.readers import (
     read_svhn,
 )
 from genlab.data.images.ssl_split import balanced_labeled_subset, subset_digest
+from genlab.data.loading.resumable import ResumableTrainOrder
 from genlab.data.sources.tiers import locate
 from genlab.errors import ConfigError
 

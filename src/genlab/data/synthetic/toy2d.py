@@ -17,7 +17,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from genlab.data.finetune.resumable import ResumableTrainOrder
+from genlab.data.loading.resumable import ResumableTrainOrder
 from genlab.errors import ConfigError
 
 

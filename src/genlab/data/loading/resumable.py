@@ -1,4 +1,5 @@
-"""A shuffled training order that a checkpoint can resume in the middle of an epoch, for the finetuning DataModules.
+"""A shuffled training order that a checkpoint can resume in the middle of an epoch, for every map-style training
+split (finetuning sets, the 2-D toy data, one-class and density image streams).
 
 ``DataLoader(shuffle=True)`` draws each epoch's order from the global RNG when the epoch starts and keeps no
 position, so a run resumed from a mid-epoch checkpoint trained on another order than the run it continues. Here
