@@ -17,14 +17,14 @@ from pathlib import Path
 
 import numpy as np
 
+from genlab.data.graphs.planetoid import PUBLISHED_SIZES
 from genlab.data.graphs.planetoid_format import write_ind
 from genlab.data.images.readers import write_idx
 from genlab.utils import atomic_write
 
 # training, test images (MNIST and CIFAR-10 as released; SVHN's train and test .mat, without "extra")
 IMAGES = {"mnist": (60_000, 10_000), "svhn": (73_257, 26_032), "cifar10": (50_000, 10_000)}
-# nodes, edges, classes (Yang thesis Table 3.5); bag-of-words features as in the released files
-GRAPHS = {"citeseer": (3_327, 4_732, 6, 3_703), "cora": (2_708, 5_429, 7, 1_433), "pubmed": (19_717, 44_338, 3, 500)}
+GRAPHS = PUBLISHED_SIZES  # nodes, edges, classes, features
 DONE = ".complete"  # written last: a folder without it is rebuilt
 
 

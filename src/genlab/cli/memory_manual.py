@@ -27,8 +27,8 @@ import torch
 from omegaconf import DictConfig
 from torch import Tensor, nn
 
-# (nodes, features, classes) of the Planetoid benchmarks (Yang et al. 2016, Table 1)
-PLANETOID_GRAPHS = {"citeseer": (3327, 3703, 6), "cora": (2708, 1433, 7), "pubmed": (19717, 500, 3)}
+from genlab.data.graphs.planetoid import PUBLISHED_SIZES
+
 PARAGRAPH_TOKENS = 400  # GDAN: an assumed batch-longest SQuAD paragraph; data.max_paragraph_tokens bounds it
 PROBE_ROWS = 8  # rows of the smaller probe batch of the image GANs (then twice that)
 PROBE_TOKENS = 16  # GDAN: paragraph tokens of the shorter probe batch (then twice that)
@@ -51,8 +51,8 @@ def sizes_before_data(cfg: DictConfig) -> dict[str, Any] | None:
     if data is None or data.get("source") == "mini":
         return None
     if target.endswith("PlanetoidDataModule"):
-        graph = PLANETOID_GRAPHS.get(str(data.get("name")))
-        return None if graph is None else {"num_nodes": graph[0], "n_features": graph[1], "n_classes": graph[2]}
+        graph = PUBLISHED_SIZES.get(str(data.get("name")))
+        return None if graph is None else {"num_nodes": graph[0], "n_features": graph[3], "n_classes": graph[2]}
     if target.endswith("SemiSupervisedSquadDataModule"):
         if (cfg.get("task") or {}).get("g_init_from"):
             return None  # a trained G has the data's vocabulary: it cannot be loaded into the capped one

@@ -41,6 +41,10 @@ from genlab.errors import ConfigError
 REPO_DATA = "https://raw.githubusercontent.com/kimiyoung/planetoid/master/data"
 REAL = ("citeseer", "cora", "pubmed")
 MINIS = ("karate", "synth")
+# nodes, edges, classes (Yang thesis Table 3.5) and bag-of-words features of the
+# released files: the sizes of a real graph before it is read (the memory check, synthetic full-size data)
+PUBLISHED_SIZES = {"citeseer": (3_327, 4_732, 6, 3_703), "cora": (2_708, 5_429, 7, 1_433),
+                   "pubmed": (19_717, 44_338, 3, 500)}
 
 
 # --------------------------------------------------------------------------------------------------- minis
