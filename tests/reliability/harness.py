@@ -55,10 +55,21 @@ def load(path: Path) -> dict[str, Any]:
     return torch.load(path, map_location="cpu", weights_only=True)  # as genlab reads them: no code
 
 
+_INT_OF_WIDTH = {2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """A float tensor's bit patterns (torch.equal calls NaN unequal to itself); other dtypes as they are."""
+    if t.is_floating_point() and t.element_size() in _INT_OF_WIDTH:
+        return t.detach().contiguous().view(_INT_OF_WIDTH[t.element_size()])
+    return t
+
+
 def assert_equal_state(a: Any, b: Any, where: str = "") -> None:
-    """Nested dicts/lists of tensors and numbers equal exactly (torch.equal for tensors)."""
+    """Nested dicts/lists of tensors and numbers equal exactly: tensors bit for bit (a NaN buffer equals its copy)."""
     if isinstance(a, torch.Tensor):
-        assert isinstance(b, torch.Tensor) and a.shape == b.shape and torch.equal(a, b), f"{where} differs"
+        assert isinstance(b, torch.Tensor) and a.shape == b.shape and a.dtype == b.dtype, f"{where} differs"
+        assert torch.equal(_bits(a), _bits(b)), f"{where} differs"
     elif isinstance(a, dict):
         assert set(a) == set(b), f"{where}: keys {set(a) ^ set(b)}"
         for k in a:

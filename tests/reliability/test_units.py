@@ -121,3 +121,16 @@ def test_resume_from_an_epoch_end_checkpoint_starts_the_next_epoch_as_the_uninte
     assert steps_r == steps[4:] and seen_r[-1] == 1
     for a, b in zip(model.parameters(), model_r.parameters()):
         assert torch.equal(a, b)
+
+
+def test_resume_comparison_is_bit_exact_and_lets_a_nan_buffer_equal_its_copy():
+    from reliability.harness import assert_equal_state
+
+    nan_buffer = torch.tensor([float("nan"), 1.0])
+    assert_equal_state({"b": nan_buffer}, {"b": nan_buffer.clone()})
+    assert_equal_state([torch.tensor([1, 2])], [torch.tensor([1, 2])])
+    for other in (torch.tensor([float("nan"), 1.5]), torch.tensor([-0.0, 1.0]), nan_buffer.double()):
+        with pytest.raises(AssertionError):
+            assert_equal_state({"b": nan_buffer}, {"b": other})
+    with pytest.raises(AssertionError):
+        assert_equal_state(torch.tensor([0.0]), torch.tensor([-0.0]))
