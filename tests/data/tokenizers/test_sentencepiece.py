@@ -123,3 +123,11 @@ def test_text_over_the_bound_trains_on_a_seeded_sample_of_its_lines(corpus, tmp_
     assert [bounded.id_to_piece(i) for i in range(len(bounded))] == [on_sample.id_to_piece(i) for i in
                                                                        range(len(on_sample))]
     assert sorted(p.name for p in out.parent.iterdir()) == ["sp.model", "sp.vocab"]  # the sample is removed
+
+
+def test_unwritable_model_folder_is_one_message_before_training(corpus, tmp_path):
+    blocker = tmp_path / "a file"
+    blocker.write_text("not a folder")
+    with pytest.raises(DataError, match=r"cannot write the tokenizer .*a file/sp.model.*writable folder"):
+        SentencePieceTokenizer.train([corpus], blocker / "sp.model", vocab_size=120)
+    assert blocker.read_text() == "not a folder"

@@ -95,8 +95,13 @@ class SentencePieceTokenizer:
         spm.set_random_generator_seed(seed)  # input sampling / shuffling is seeded, so training is reproducible
         model = io.BytesIO()
         model_file = Path(model_file)
-        model_file.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=model_file.parent, prefix=f".{model_file.name}.") as scratch:
+        try:  # before the work: a folder that cannot be written is one message, not a lost training
+            model_file.parent.mkdir(parents=True, exist_ok=True)
+            scratch_dir = tempfile.TemporaryDirectory(dir=model_file.parent, prefix=f".{model_file.name}.")
+        except OSError as err:
+            raise DataError(f"cannot write the tokenizer {model_file} ({err}); make its folder writable or point "
+                            "paths.cache_dir= (or GENLAB_CACHE) at a writable folder.") from err
+        with scratch_dir as scratch:
             inputs = paths
             if total_bytes(paths) > max_bytes:
                 inputs = [sample_lines(paths, Path(scratch) / "sample.txt", max_bytes, seed)]
