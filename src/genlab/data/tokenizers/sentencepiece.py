@@ -5,13 +5,14 @@ User-defined symbols (e.g. XLNet's ``<eop>``) are always cut out of raw text as 
 the sha256 of its serialized proto (:meth:`SentencePieceTokenizer.fingerprint`), so a checkpoint can refuse a
 different tokenizer. ``required_symbols`` are checked on load: a model without them is a clear error.
 
-Training memory is bounded: SentencePiece holds the text it trains on in memory, about 20 bytes per byte of it (a
-32k-piece unigram model: 5.4 / 21.6 / 40 MB of text, 130 / 458 / 821 MB peak RSS), so text beyond
+Training memory is bounded: SentencePiece holds the text it trains on in memory, about 20 bytes per byte of it
+(XLNet's 32k unigram model on 5.4 / 10 / 21.6 / 40 MB of text: 145 / 238 / 474 / 848 MB peak RSS), so text beyond
 :data:`MAX_TRAINING_BYTES` is not handed over whole: a seeded random sample of its lines of about that size is
-streamed into a temporary file and trained on instead. Text under the bound trains exactly as before (same files,
-same options, the same model). 50 MB (~9M words) is where more text buys little: on Zipf-distributed text over 100k
-words, 32k-piece unigram models trained on 10 / 20 / 40 MB of it spend 0.254 / 0.246 / 0.242 pieces per held-out
-byte (-3 %, then -2 % per doubling). BPE (GPT) needs far less memory: 94 / 114 MB peak for 5.4 / 10.8 MB.
+streamed into a temporary file and trained on instead (40 MB with the bound at 5.4 MB: 150 MB). Text under the bound
+trains exactly as before (same files, same options, the same model). 50 MB (~9M words) is past the point where more
+text helps: on Zipf-distributed paragraphs over 100k words those models spend 0.354 / 0.342 / 0.345 / 0.345 pieces
+per held-out byte. GPT's 40k BPE needs far less memory: 106 / 115 / 188 MB peak for 5.4 / 10 / 40 MB.
+(``experiments/perf/tokenizer_training.py``.)
 """
 
 from __future__ import annotations
