@@ -62,7 +62,8 @@ def cached_tokenizer_model(texts: Texts, cache_dir: str | None, kind: str, vocab
                            train: Callable[[Path, Path], object]) -> Path:
     """The model file of a tokenizer of ``kind`` trained by ``train(text_file, model_file)`` on ``texts``."""
     read = _reader(texts)
-    key, n = _digest(training_lines(read()), Progress(f"reading the finetuning text for the {kind} tokenizer", 0))
+    first = Progress(f"reading the finetuning text for the {kind} tokenizer", 0)  # its size is not known yet
+    key, n = _digest(training_lines(read()), first)
     cache = Path(cache_dir).expanduser() if cache_dir else DEFAULT_CACHE
     entry = cache / "finetune" / f"{kind}_{stable_hash(key, n, vocab_size)}"
     if verified_meta(entry) is None:
@@ -71,7 +72,7 @@ def cached_tokenizer_model(texts: Texts, cache_dir: str | None, kind: str, vocab
             text = folder / "train.txt"
             with open(text, "wb") as f:
                 again = _digest(_written(training_lines(read()), f),
-                                Progress(f"writing the {kind} tokenizer's training text", 0))
+                                Progress(f"writing the {kind} tokenizer's training text", first.done))
             if again != (key, n):
                 raise DataError(f"the finetuning text for the {kind} tokenizer changed while it was read; run again.")
             with heartbeat(f"training the {kind} tokenizer on {n} lines of finetuning text"):
