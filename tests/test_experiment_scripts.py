@@ -63,6 +63,7 @@ HELP_ONLY = {
     "experiments/perf/prep_memory.py": BENCHMARK + " (writes and tokenises corpora of 10-100 MB)",
     "experiments/perf/finetune_prep.py": BENCHMARK + " (writes and encodes SQuAD / Amazon-2 format sets of tens of MB)",
     "experiments/perf/corpus_prep.py": BENCHMARK + " (writes and prepares every benchmark's corpus at its real size)",
+    "experiments/perf/tokenizer_training.py": BENCHMARK + " (trains 32k-piece tokenizers on tens of MB of text)",
     "experiments/perf/funnel_flops.py": BENCHMARK + " (its --tiny run is tests/test_funnel_flops.py)",
     "experiments/perf/gemm_rate.py": BENCHMARK,
     "experiments/perf/lm_data_load.py": BENCHMARK,

@@ -39,6 +39,25 @@ def test_entry_is_keyed_on_the_text_and_rebuilt_when_damaged(tmp_path, caplog):
     assert "truncated" in caplog.text and a.read_bytes() == b"model of a b c\nd\n" and len(calls) == 4
 
 
+def test_training_text_is_streamed_twice_never_held(tmp_path):
+    """A function is called once to key the entry and once more to write the training file (nothing is kept between
+    them); an iterator, which a second pass would find empty, is refused; text that changes between the passes is an
+    error, not a tokenizer keyed on other text."""
+    calls: list = []
+    passes: list = []
+    texts = lambda: passes.append(1) or iter(["a  b", "c"])
+    model = cached_tokenizer_model(texts, tmp_path, "spm", 100, _counting_trainer(calls))
+    assert calls == ["a b\nc\n"] and len(passes) == 2
+    assert cached_tokenizer_model(texts, tmp_path, "spm", 100, _counting_trainer(calls)) == model
+    assert len(passes) == 3 and len(calls) == 1  # a cached entry reads the text once
+    with pytest.raises(TypeError, match="read twice"):
+        cached_tokenizer_model(iter(["a b", "c"]), tmp_path, "spm", 100, _counting_trainer(calls))
+    drifting = iter([["x"], ["y"]])
+    with pytest.raises(DataError, match="changed while it was read"):
+        cached_tokenizer_model(lambda: next(drifting), tmp_path, "spm", 100, _counting_trainer(calls))
+    assert len(list((tmp_path / "finetune").iterdir())) == 1
+
+
 def test_same_data_in_another_folder_reuses_the_tokenizer(tmp_path):
     first = tmp_path / "SST-2"
     first.mkdir()

@@ -150,6 +150,19 @@ def test_enwik8_malformed_file(tmp_path):
         R.read_enwik8(tmp_path)
 
 
+def test_corrupt_zip_member_publishes_no_split(tmp_path):
+    """The CRC is only known at the member's end, after the training part streamed out: no split is published."""
+    data = b"some text8 words " * 400
+    with zipfile.ZipFile(tmp_path / "text8.zip", "w", zipfile.ZIP_STORED) as z:
+        z.writestr("text8", data)
+    raw = (tmp_path / "text8.zip").read_bytes()
+    flip = raw.index(data) + len(data) - 5  # a byte of the test part
+    (tmp_path / "text8.zip").write_bytes(raw[:flip] + b"Q" + raw[flip + 1 :])
+    with pytest.raises(DataError, match="text8.zip is corrupt or truncated"):
+        R.prepare_text8(tmp_path, n_test=100)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["text8.zip"]
+
+
 def test_enwik8_truncated_zip(tmp_path):
     _enwik8_zip(tmp_path, b"x" * 5000)
     raw = (tmp_path / "enwik8.zip").read_bytes()
@@ -175,18 +188,24 @@ def test_c17_text8_maps_space_to_underscore_and_has_27_symbols(tmp_path):
 
 @pytest.mark.parametrize("name", ["enwik8", "text8"])
 def test_byte_and_char_corpora_are_the_same_prepared_and_read_in_small_pieces(tmp_path, monkeypatch, name):
-    """enwik8/text8 are prepared and read a piece at a time (memory flat in the file size): 7-byte pieces give the
-    files and ids of one piece, including stripped ends and a vocabulary whose ties need a second pass."""
+    """enwik8/text8 are streamed out of the zip, prepared and read a piece at a time (memory flat in the file size):
+    7-byte pieces give the files and ids of one piece, including stripped ends (whitespace runs longer than a piece
+    at the parts' edges) and a vocabulary whose ties need a second pass."""
     rng = np.random.default_rng(1)
-    words = [" ".join(rng.choice(["ab", "c", "dde", "f\n"], 400))] if name == "enwik8" else ["  a bc  d ef  " * 60]
+    words = [" ".join(rng.choice(["ab", "c", "dde", "f\n"], 400))] if name == "enwik8" else ["  a bc  d ef " * 60]
     out = {}
+    reads: list[int] = []
+    member_read = zipfile.ZipExtFile.read
+    monkeypatch.setattr(zipfile.ZipExtFile, "read", lambda f, n=-1: reads.append(n) or member_read(f, n))
     for piece in (1 << 23, 7):
         root = tmp_path / str(piece)
         root.mkdir()
-        with zipfile.ZipFile(root / f"{name}.zip", "w") as z:
+        with zipfile.ZipFile(root / f"{name}.zip", "w", zipfile.ZIP_DEFLATED) as z:
             z.writestr(name, words[0])
         monkeypatch.setattr(R, "PARSE_CHUNK_BYTES", piece)
-        (R.prepare_enwik8 if name == "enwik8" else R.prepare_text8)(root, n_test=len(words[0]) // 7)
+        reads.clear()
+        (R.prepare_enwik8 if name == "enwik8" else R.prepare_text8)(root, n_test=len(words[0]) // 7 - 8)
+        assert 0 < max(reads) <= piece  # the member is never read whole (the trailing read(-1) only meets the end)
         vocab, splits = _arrays(R.read_enwik8 if name == "enwik8" else R.read_text8, root)
         out[piece] = ([(root / f"{s}.txt").read_bytes() for s in R.SPLITS], vocab.symbols, splits)
     (files, symbols, splits), (files_7, symbols_7, splits_7) = out.values()

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from genlab.data.tokenizers.sentencepiece import SentencePieceTokenizer
+from genlab.data.tokenizers.sentencepiece import SentencePieceTokenizer, sample_lines
 from genlab.errors import DataError
 
 XLNET_CONTROL = ("<cls>", "<sep>", "<pad>", "<mask>", "<eod>")
@@ -90,3 +90,44 @@ def test_training_and_loading_errors(corpus, tmp_path):
         SentencePieceTokenizer(tmp_path / "junk.model")
     with pytest.raises(DataError, match="model_type"):
         SentencePieceTokenizer.train([corpus], tmp_path / "m.model", vocab_size=50, model_type="wordpiece")
+
+
+# ------------------------------------------------------------------ bounded training text
+def test_text_under_the_bound_trains_exactly_as_sentencepiece_on_the_files(corpus, unigram):
+    """Under ``max_bytes`` the trainer gets the files themselves with the same options: the very model of a direct
+    SentencePiece call (as before the bound existed)."""
+    import io
+
+    import sentencepiece as spm
+
+    spm.set_random_generator_seed(0)
+    direct = io.BytesIO()
+    spm.SentencePieceTrainer.train(input=[str(corpus)], model_writer=direct, vocab_size=120, model_type="unigram",
+                                   user_defined_symbols=list(XLNET_USER), control_symbols=list(XLNET_CONTROL),
+                                   character_coverage=1.0, num_threads=1, minloglevel=2)
+    assert unigram.model_file.read_bytes() == direct.getvalue()
+
+
+def test_text_over_the_bound_trains_on_a_seeded_sample_of_its_lines(corpus, tmp_path):
+    size = corpus.stat().st_size
+    lines = corpus.read_bytes().splitlines(keepends=True)
+    samples = [sample_lines([corpus], tmp_path / f"s{k}.txt", size // 4, seed=k // 2) for k in range(3)]
+    assert samples[0].read_bytes() == samples[1].read_bytes() != samples[2].read_bytes()  # seeded
+    kept = samples[0].read_bytes().splitlines(keepends=True)
+    assert abs(sum(map(len, kept)) - size / 4) < 0.1 * size / 4
+    it = iter(lines)
+    assert all(line in it for line in kept)  # whole lines of the text, in its order
+    out = tmp_path / "model" / "sp.model"
+    bounded = SentencePieceTokenizer.train([corpus], out, vocab_size=120, max_bytes=size // 4)
+    on_sample = SentencePieceTokenizer.train([samples[0]], tmp_path / "direct.model", vocab_size=120)
+    assert [bounded.id_to_piece(i) for i in range(len(bounded))] == [on_sample.id_to_piece(i) for i in
+                                                                       range(len(on_sample))]
+    assert sorted(p.name for p in out.parent.iterdir()) == ["sp.model", "sp.vocab"]  # the sample is removed
+
+
+def test_unwritable_model_folder_is_one_message_before_training(corpus, tmp_path):
+    blocker = tmp_path / "a file"
+    blocker.write_text("not a folder")
+    with pytest.raises(DataError, match=r"cannot write the tokenizer .*a file/sp.model.*writable folder"):
+        SentencePieceTokenizer.train([corpus], blocker / "sp.model", vocab_size=120)
+    assert blocker.read_text() == "not a folder"

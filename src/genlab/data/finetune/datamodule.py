@@ -252,7 +252,7 @@ class ClassificationDataModule(ResumableTrainOrder, pl.LightningDataModule):
         keep[test_idx if name == "test" else train_idx] = True
         yield from (e for e, k in zip(self._pooled(), keep) if k)
 
-    def _load_tokenizer(self, train_texts: Iterable[str]) -> FinetuneTokenizer:
+    def _load_tokenizer(self, train_texts: Callable[[], Iterable[str | None]]) -> FinetuneTokenizer:
         if self.tokenizer_file is not None:  # a checkpoint's own: SentencePiece or WordPiece (folder, file)
             return load_tokenizer(self.tokenizer_file, self.lower)
         return PieceTokenizer(piece_model(train_texts, self.cache_dir, self.vocab_size), self.lower)
@@ -296,8 +296,8 @@ class ClassificationDataModule(ResumableTrainOrder, pl.LightningDataModule):
         if self.splits:
             return
         self.root = locate(self._spec(), self.source, self.path, self.cache_dir)
-        # a tokenizer trained here (no checkpoint's) reads the training text in memory, as SentencePiece trains
-        self.tokenizer = self._load_tokenizer(t for e in self._examples("train") for t in (e.text_a, e.text_b) if t)
+        # a tokenizer trained here (no checkpoint's) streams the training text: once to key its cache, once to train
+        self.tokenizer = self._load_tokenizer(lambda: (t for e in self._examples("train") for t in (e.text_a, e.text_b)))
         self.splits = {name: self._encode(name, self._encode_split(name), labelled)
                        for name, labelled in self._split_names().items()}
 

@@ -54,12 +54,12 @@ GPT_LAYOUTS = ("gpt", "gpt_both_orders")
 
 
 # ------------------------------------------------------------------------------------------------ shared parts
-def gpt_tokenizer(path: str | None, texts: Callable[[], Iterable[str]], cache_dir: str | None,
+def gpt_tokenizer(path: str | None, texts: Callable[[], Iterable[str | None]], cache_dir: str | None,
                   vocab_size: int) -> GPTTokenizer:
-    """``data.tokenizer`` when set; else a GPT BPE trained (once, cached per text) on ``texts()``."""
+    """``data.tokenizer`` when set; else a GPT BPE trained (once, cached per text) on ``texts()`` (streamed)."""
     if path is not None:
         return load_gpt_tokenizer(path)
-    return GPTSentencePiece(cached_tokenizer_model(texts(), cache_dir, "gpt_bpe", vocab_size,
+    return GPTSentencePiece(cached_tokenizer_model(texts, cache_dir, "gpt_bpe", vocab_size,
                                                    lambda text, model: train_gpt_bpe([text], model, vocab_size)))
 
 
@@ -139,8 +139,8 @@ class GPTClassificationDataModule(GPTLoaders, ClassificationDataModule):
                          batch_size, eval_batch_size, num_workers, max_train_examples, n_folds, fold, num_proc)
         self.seed = seed
 
-    def _load_tokenizer(self, train_texts: Iterable[str]) -> GPTTokenizer:
-        return gpt_tokenizer(self.tokenizer_file, lambda: train_texts, self.cache_dir, self.vocab_size)
+    def _load_tokenizer(self, train_texts: Callable[[], Iterable[str | None]]) -> GPTTokenizer:
+        return gpt_tokenizer(self.tokenizer_file, train_texts, self.cache_dir, self.vocab_size)
 
     def _encode(self, name: str, rows: EncodedRows, labelled: bool) -> EncodedSplit:
         if self.layout == "gpt_both_orders" and len(rows) and (rows.values[:, 1] < 0).any():

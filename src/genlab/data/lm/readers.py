@@ -12,9 +12,11 @@ from __future__ import annotations
 import os
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 
@@ -154,20 +156,15 @@ def split_sizes(total: int, n_test: int) -> tuple[int, int, int]:
 def prepare_enwik8(root: Path, n_test: int = 5_000_000, archive: str = "enwik8.zip") -> None:
     """``enwik8.zip`` -> ``{train,valid,test}.txt``: bytes as space-separated decimals, newline bytes as line breaks.
 
-    Same output as salesforce/awd-lstm-lm ``prep_enwik8.py`` (no trailing newline), written with NumPy.
+    Same output as salesforce/awd-lstm-lm ``prep_enwik8.py`` (no trailing newline), written with NumPy a piece at a
+    time as the member streams out of the archive.
     """
     root = Path(root)
-    data = _read_zip_member(root / archive, "enwik8")
-    raw = np.frombuffer(data, dtype=np.uint8)
-    n_train, n_valid, _ = split_sizes(len(raw), n_test)
-    parts = {"train": raw[:n_train], "valid": raw[n_train : n_train + n_valid], "test": raw[n_train + n_valid :]}
-    progress = Progress(f"preparing enwik8 from {archive}", len(raw))
-    for split, part in parts.items():
-        with atomic_write(root / f"{split}.txt", "wb") as f:
-            for k in range(0, len(part), PARSE_CHUNK_BYTES):  # bounded memory on the 90M-byte train part
-                f.write((b" " if k else b"") + bytes_to_decimal_text(part[k : k + PARSE_CHUNK_BYTES]))
-                progress.advance(len(part[k : k + PARSE_CHUNK_BYTES]))
-    progress.finish()
+    with _split_writers(root) as out:
+        started = set()
+        for split, part in _member_splits(root / archive, "enwik8", n_test):
+            out[split].write((b" " if split in started else b"") + bytes_to_decimal_text(part))
+            started.add(split)
 
 
 def bytes_to_decimal_text(part: np.ndarray) -> bytes:
@@ -307,33 +304,34 @@ def _encode_values(root: Path, parse: Callable[[np.ndarray, int, Path], np.ndarr
 
 # ---------------------------------------------------------------------------------------------- text8
 TEXT8_ALPHABET = "_abcdefghijklmnopqrstuvwxyz"
-STRIPPED = frozenset(b" \t\n\r\x0b\x0c")  # the bytes bytes.strip() removes
+_STRIPPED_TABLE = np.zeros(256, dtype=bool)
+_STRIPPED_TABLE[list(b" \t\n\r\x0b\x0c")] = True  # the bytes bytes.strip() removes
 
 
 def prepare_text8(root: Path, n_test: int = 5_000_000, archive: str = "text8.zip") -> None:
     """``text8.zip`` -> ``{train,valid,test}.txt`` with the 90M/5M/5M split, each part stripped, characters
-    space-separated and ' ' written as '_' (the TXL ``prep_text8.py`` output)."""
+    space-separated and ' ' written as '_' (the TXL ``prep_text8.py`` output), a piece at a time as the member
+    streams out of the archive."""
     root = Path(root)
-    raw = np.frombuffer(_read_zip_member(root / archive, "text8"), dtype=np.uint8)
-    n_train, n_valid, _ = split_sizes(len(raw), n_test)
-    parts = {"train": raw[:n_train], "valid": raw[n_train : n_train + n_valid], "test": raw[n_train + n_valid :]}
-    progress = Progress(f"preparing text8 from {archive}", len(raw))
-    for split, part in parts.items():
-        start, end = 0, len(part)
-        while start < end and part[start] in STRIPPED:  # bytes.strip() without a copy of the part
-            start += 1
-        while end > start and part[end - 1] in STRIPPED:
-            end -= 1
-        text = part[start:end]
-        with atomic_write(root / f"{split}.txt", "wb") as f:
-            for k in range(0, len(text), PARSE_CHUNK_BYTES):  # bounded memory on the 90M-character train part
-                chars = text[k : k + PARSE_CHUNK_BYTES].copy()
-                chars[chars == ord(" ")] = ord("_")
-                out = np.full(2 * len(chars), ord(" "), dtype=np.uint8)
-                out[1::2] = chars
-                f.write(out[int(k == 0):].tobytes())  # " c" per character, the file's first without its space
-                progress.advance(len(chars))
-    progress.finish()
+    with _split_writers(root) as out:
+        started: set[str] = set()  # splits whose leading whitespace is behind us
+        held: dict[str, list[np.ndarray]] = {s: [] for s in SPLITS}  # whitespace that may be the part's end
+        for split, part in _member_splits(root / archive, "text8", n_test):
+            kept = np.flatnonzero(~_STRIPPED_TABLE[part])
+            if not len(kept):
+                if split in started:
+                    held[split].append(part)
+                continue
+            if split not in started:  # bytes.strip() at the part's start
+                part = part[kept[0]:]
+                kept -= kept[0]
+            chars = np.concatenate([*held[split], part[: kept[-1] + 1]])
+            held[split] = [part[kept[-1] + 1 :]]  # written only if more text follows: strip() at the part's end
+            chars[chars == ord(" ")] = ord("_")
+            text = np.full(2 * len(chars), ord(" "), dtype=np.uint8)
+            text[1::2] = chars
+            out[split].write(text[int(split not in started):].tobytes())  # " c" per character, the file's first bare
+            started.add(split)
 
 
 def parse_text8_chars(path: Path) -> np.ndarray:
@@ -526,14 +524,36 @@ def materialize(ids: np.ndarray | Iterable[np.ndarray]) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------------- archives
-def _read_zip_member(archive: Path, member: str) -> bytes:
+def _member_splits(archive: Path, member: str, n_test: int) -> Iterator[tuple[str, np.ndarray]]:
+    """(split, bytes) pieces of ``member`` in order, decompressed ``PARSE_CHUNK_BYTES`` at a time and cut at the
+    90M/5M/5M boundaries (:func:`split_sizes` of the member's size), so memory stays at a piece (the 100 MB member
+    is never held whole). The archive's CRC is checked when the last piece is read."""
     try:
-        with zipfile.ZipFile(archive) as z:
-            return z.read(member)
+        with zipfile.ZipFile(archive) as z, z.open(member) as src:
+            total = z.getinfo(member).file_size
+            progress = Progress(f"preparing {member} from {archive.name}", total)
+            for split, size in zip(SPLITS, split_sizes(total, n_test)):
+                while size:
+                    block = src.read(min(size, PARSE_CHUNK_BYTES))
+                    if not block:
+                        raise EOFError(f"{member} ends before the {total} bytes its header gives")
+                    size -= len(block)
+                    yield split, np.frombuffer(block, dtype=np.uint8)
+                    progress.advance(len(block))
+            src.read()  # reaches the end of the stream, where zipfile compares the CRC
+            progress.finish()
     except FileNotFoundError as err:
         raise DataError(f"{archive} is missing; download it or point data.path at a folder holding it.") from err
     except (zipfile.BadZipFile, KeyError, OSError, EOFError) as err:
         raise DataError(f"{archive} is corrupt or truncated ({err}); delete it and download it again.") from err
+
+
+@contextmanager
+def _split_writers(root: Path) -> Iterator[dict[str, IO[bytes]]]:
+    """``{train,valid,test}.txt`` open for writing, published together when the block succeeds and none of them
+    when it fails (e.g. a CRC error found at the archive's end), so a run never sees a partial split."""
+    with ExitStack() as stack:
+        yield {s: stack.enter_context(atomic_write(Path(root) / f"{s}.txt", "wb")) for s in SPLITS}
 
 
 def extract_members(archive: Path, wanted: dict[str, str], root: Path) -> None:
