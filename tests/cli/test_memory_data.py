@@ -58,3 +58,12 @@ def test_one_class_setup_bytes_cover_the_digit_kept():
     dm.setup()
     n_train, n_test, shape = IMAGE_SIZES["mnist5k"]
     assert _held_bytes(dm) < dm.setup_bytes() <= math.prod(shape) * 4 * (n_train + n_test)
+
+
+def test_a_pixelcnn_step_is_probed_and_grows_with_its_batch(compose_cfg):
+    rows = {}
+    for batch in (2, 4):
+        cfg = compose_cfg(["experiment=pixelcnn_mnist_mini", f"data.batch_size={batch}"])
+        task = assemble.build_task(cfg, sizes=memory.sizes_before_data(cfg) or {})
+        rows[batch] = memory_probe.activation_bytes(cfg, task)
+    assert rows[2] is not None and 0 < rows[2] < rows[4] <= 2.2 * rows[2]  # ~linear in the images
