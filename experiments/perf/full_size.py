@@ -319,7 +319,7 @@ def train_py(run: Path, preset: str, args: argparse.Namespace, *extra: str) -> t
                                               f"callbacks.checkpoint.every_n_train_steps={args.steps}"])
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
     cmd = [sys.executable, str(ROOT / "train.py"), f"experiment={preset}", f"hydra.run.dir={run}", *RUN, *data,
-           *steps, "+callbacks.clock._target_=full_size.StepClock", *extra]
+           *steps, "+callbacks.clock._target_=full_size.StepClock", *args.override, *extra]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     log = proc.stdout + proc.stderr
     clock = [ln for ln in proc.stdout.splitlines() if ln.startswith("CLOCK ")]
@@ -352,7 +352,9 @@ def trained_preset(preset: str, args: argparse.Namespace) -> dict:
     est = [m for m in re.finditer(r"parameters; estimated memory ([0-9.]+) GB \(([^)]*)\)", log)]
     write_s, size = a["writes"][0]
     cfg = compose_preset(preset)
-    return {"preset": preset, "params": a["params"], "paper": TRAINED[preset][1], "batch": [cfg.data.batch_size],
+    batch = next((int(o.split("=", 1)[1]) for o in args.override if o.startswith("data.batch_size=")),
+                 cfg.data.batch_size)
+    return {"preset": preset, "params": a["params"], "paper": TRAINED[preset][1], "batch": [batch],
             "precision": str(cfg.trainer.precision), "optimizer": a["optimizers"], "step_s": statistics.median(a["times"]),
             "peak_rss_gb": a["peak_rss_gb"], "estimate_gb": float(est[-1].group(1)) if est else float("nan"),
             "estimate_note": "" if not est or "activations not estimated" not in est[-1].group(2) else "no activations",
@@ -414,7 +416,7 @@ def launch_fsdp2(preset: str, args: argparse.Namespace) -> list[dict]:
 # ------------------------------------------------------------------------------------------------ driver
 def passthrough(args: argparse.Namespace) -> list[str]:
     return [f"--batch={args.batch}", f"--max-len={args.max_len}", f"--steps={args.steps}",
-            f"--keep-gb={args.keep_gb}", f"--folder={args.folder}"]
+            f"--keep-gb={args.keep_gb}", f"--folder={args.folder}", *(f"--override={o}" for o in args.override)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -426,6 +428,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=2, help="optimiser steps before the checkpoint")
     parser.add_argument("--keep-gb", type=float, default=2.0, help="compare with torch.equal on copies up to this")
     parser.add_argument("--folder", default=tempfile.gettempdir(), help="where the checkpoints are written")
+    parser.add_argument("--override", action="append", default=[],
+                        help="a Hydra override for the train.py runs (image and graph presets), e.g. data.batch_size=8")
     parser.add_argument("--count-only", action="store_true", help="parameters only (meta device): no memory, seconds")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--fsdp2-worker", help=argparse.SUPPRESS)
