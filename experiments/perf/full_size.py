@@ -21,6 +21,8 @@ only the batch is shrunk to fit: ``--batch`` sequences (1) of the preset's lengt
   checkpoint with ``ckpt_path=``, which must end in the same checkpoint bit for bit (weights, optimiser and
   scheduler states, step); a callback injected into the first run times its steps and checkpoint writes, and the
   estimate is the one train.py's memory guard logs;
+- the low-density presets load the PixelCNN++ their density preset's run above wrote (kept in ``--folder``; run
+  first when absent) and take the penalty at every step;
 - ``--fsdp2 PRESET ...``: the preset also through Lightning's 2-process FSDP2 (``genlab.parallel.FSDP2Strategy``,
   gloo) with the task's own optimiser for ``--steps`` steps: step time, per-process peak RSS and parameter share.
 
@@ -95,12 +97,21 @@ TRAINED = {
     "bad_gan_toy2d_spins": (None, "not stated (Yang thesis Fig. 3.3)"),
     "pixelcnn_mnist": ("mnist", "not stated (PixelCNN++ for Yang thesis Table 3.2's LD)"),
     "pixelcnn_svhn": ("svhn", "not stated (PixelCNN++ for Yang thesis Table 3.2's LD)"),
+    # after their PixelCNN++ (DENSITY)
+    "bad_gan_mnist": ("mnist", "not stated (Yang thesis Table 3.2, MNIST FM+LD)"),
+    "bad_gan_mnist_fm_ld_ent": ("mnist", "not stated (Yang thesis Table 3.2, MNIST FM+LD+Ent)"),
+    "bad_gan_svhn_fm_pt_ld_ent": ("svhn", "not stated (Yang thesis Table 3.2, SVHN FM+PT+LD+Ent)"),
     "cegan_gmm4": (None, "not stated (Dai thesis Table B.2)"),
     "cegan_gmm4_vi": (None, "not stated (Dai thesis Table B.2, VI)"),
     "cegan_nist": ("mnist", "not stated (Dai thesis App. B.5.2)"),
     **{f"planetoid_{mode}_{graph}": (f"planetoid-{graph}", f"not stated (Yang thesis Table 3.6, Planetoid-{mode.upper()})")
        for mode in "ti" for graph in ("citeseer", "cora", "pubmed")},
 }
+# The low-density presets' PixelCNN++ (``task.density_ckpt``): the density preset's own full-size run writes it. Their
+# runs take the penalty at every step (it starts at iteration 9,000 in the presets), the heaviest iteration.
+DENSITY = {"bad_gan_mnist": "pixelcnn_mnist", "bad_gan_mnist_fm_ld_ent": "pixelcnn_mnist",
+           "bad_gan_svhn_fm_pt_ld_ent": "pixelcnn_svhn"}
+LD_EVERY_STEP = ["task.ld_start_iter=0", "task.ld_prob=1.0"]
 # Every train.py run: checkpoints every 2 steps (the first one kept), no sanity/test passes, CSV logs. Planetoid's
 # first batch is its whole warm-up (one step per sub-batch): shrunk to 2 + 1 sub-batches, checkpoint at step 4.
 RUN = ["trainer.max_epochs=null", "trainer.num_sanity_val_steps=0", "trainer.limit_val_batches=2",
@@ -308,7 +319,7 @@ def train_py(run: Path, preset: str, args: argparse.Namespace, *extra: str) -> t
                                               f"callbacks.checkpoint.every_n_train_steps={args.steps}"])
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
     cmd = [sys.executable, str(ROOT / "train.py"), f"experiment={preset}", f"hydra.run.dir={run}", *RUN, *data,
-           *steps, "+callbacks.clock._target_=full_size.StepClock", *extra]
+           *steps, "+callbacks.clock._target_=full_size.StepClock", *args.override, *extra]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     log = proc.stdout + proc.stderr
     clock = [ln for ln in proc.stdout.splitlines() if ln.startswith("CLOCK ")]
@@ -323,25 +334,44 @@ def trained_preset(preset: str, args: argparse.Namespace) -> dict:
     from genlab.checkpoints import load
 
     folder = Path(tempfile.mkdtemp(prefix=f"full_size_{preset}_", dir=args.folder))
+    extra = [f"task.density_ckpt={density_checkpoint(DENSITY[preset], args)}", *LD_EVERY_STEP] if preset in DENSITY else []
     try:
-        a, log = train_py(folder / "straight", preset, args)
-        b, _ = train_py(folder / "resumed", preset, args, f"ckpt_path={folder / 'straight/checkpoints/first.ckpt'}")
+        a, log = train_py(folder / "straight", preset, args, *extra)
+        b, _ = train_py(folder / "resumed", preset, args, *extra,
+                        f"ckpt_path={folder / 'straight/checkpoints/first.ckpt'}")
         end_a, end_b = (load(folder / run / "checkpoints/last.ckpt", key="ckpt_path") for run in ("straight", "resumed"))
         keys = ("state_dict", "optimizer_states", "lr_schedulers", "global_step")
         leaves_a, leaves_b = (flat({k: end.get(k) for k in keys}) for end in (end_a, end_b))
         exact = leaves_a.keys() == leaves_b.keys() and all(same_bits(v, leaves_b[k]) for k, v in leaves_a.items())
         n_tensors = sum(isinstance(v, torch.Tensor) for v in leaves_a.values())
+        del end_a, end_b, leaves_a, leaves_b
+        if preset in DENSITY.values():  # the real-size PixelCNN++ the low-density presets load
+            os.replace(folder / "straight/checkpoints/last.ckpt", density_path(preset, args))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     est = [m for m in re.finditer(r"parameters; estimated memory ([0-9.]+) GB \(([^)]*)\)", log)]
     write_s, size = a["writes"][0]
     cfg = compose_preset(preset)
-    return {"preset": preset, "params": a["params"], "paper": TRAINED[preset][1], "batch": [cfg.data.batch_size],
+    batch = next((int(o.split("=", 1)[1]) for o in args.override if o.startswith("data.batch_size=")),
+                 cfg.data.batch_size)
+    return {"preset": preset, "params": a["params"], "paper": TRAINED[preset][1], "batch": [batch],
             "precision": str(cfg.trainer.precision), "optimizer": a["optimizers"], "step_s": statistics.median(a["times"]),
             "peak_rss_gb": a["peak_rss_gb"], "estimate_gb": float(est[-1].group(1)) if est else float("nan"),
             "estimate_note": "" if not est or "activations not estimated" not in est[-1].group(2) else "no activations",
             "ckpt_gb": size / GB, "write_s": write_s, "resume_exact": exact, "tensors": n_tensors,
             "compared_by": f"bit for bit, train.py resumed to step {b['global_step']}"}
+
+
+def density_path(preset: str, args: argparse.Namespace) -> Path:
+    return Path(args.folder) / f"{preset}.density.ckpt"
+
+
+def density_checkpoint(preset: str, args: argparse.Namespace) -> Path:
+    """The checkpoint of the density preset's full-size run (made by running it when this folder has none)."""
+    path = density_path(preset, args)
+    if not path.is_file():
+        trained_preset(preset, args)
+    return path
 
 
 # ------------------------------------------------------------------------------------------------ FSDP2
@@ -386,7 +416,7 @@ def launch_fsdp2(preset: str, args: argparse.Namespace) -> list[dict]:
 # ------------------------------------------------------------------------------------------------ driver
 def passthrough(args: argparse.Namespace) -> list[str]:
     return [f"--batch={args.batch}", f"--max-len={args.max_len}", f"--steps={args.steps}",
-            f"--keep-gb={args.keep_gb}", f"--folder={args.folder}"]
+            f"--keep-gb={args.keep_gb}", f"--folder={args.folder}", *(f"--override={o}" for o in args.override)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -398,6 +428,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=2, help="optimiser steps before the checkpoint")
     parser.add_argument("--keep-gb", type=float, default=2.0, help="compare with torch.equal on copies up to this")
     parser.add_argument("--folder", default=tempfile.gettempdir(), help="where the checkpoints are written")
+    parser.add_argument("--override", action="append", default=[],
+                        help="a Hydra override for the train.py runs (image and graph presets), e.g. data.batch_size=8")
     parser.add_argument("--count-only", action="store_true", help="parameters only (meta device): no memory, seconds")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--fsdp2-worker", help=argparse.SUPPRESS)

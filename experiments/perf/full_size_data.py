@@ -19,11 +19,12 @@ import numpy as np
 
 from genlab.data.graphs.planetoid import PUBLISHED_SIZES
 from genlab.data.graphs.planetoid_format import write_ind
+from genlab.data.images.datamodule import IMAGE_SIZES
 from genlab.data.images.readers import write_idx
 from genlab.utils import atomic_write
 
 # training, test images (MNIST and CIFAR-10 as released; SVHN's train and test .mat, without "extra")
-IMAGES = {"mnist": (60_000, 10_000), "svhn": (73_257, 26_032), "cifar10": (50_000, 10_000)}
+IMAGES = {name: IMAGE_SIZES[name][:2] for name in ("mnist", "svhn", "cifar10")}
 GRAPHS = PUBLISHED_SIZES  # nodes, edges, classes, features
 DONE = ".complete"  # written last: a folder without it is rebuilt
 

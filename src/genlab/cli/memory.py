@@ -13,7 +13,8 @@ Bytes, for the run's micro-batch ``data.batch_size`` on one device:
   memory, as every step after a pass's first); on CPU, the host heap those tensors grow with their
   fragmentation (``memory_heap``; Funnel B6-6-6: 1.8x the live bytes); for models without a probe batch,
   Korthikanti et al.'s count for transformer-shaped configs (per layer ``2 b s (34 h + 5 a (s + m))`` bytes), else nothing;
-- the data loader's batches (one real-size batch, plus 2 prefetched per worker).
+- the data loader's batches (one real-size batch, plus 2 prefetched per worker);
+- the dataset a DataModule decodes into memory (the image benchmarks' float32 images; ``memory_data``).
 
 The model needs the vocabulary size; before any data work it comes from the config (``data.vocab_size``,
 ``data.options.vocab_size``, or the published size of the benchmark named by ``data.dataset``; Planetoid's graph and
@@ -32,7 +33,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
-from genlab.cli import memory_heap, memory_manual, memory_probe
+from genlab.cli import memory_data, memory_heap, memory_manual, memory_probe
 from genlab.errors import ConfigError
 
 log = logging.getLogger("genlab")
@@ -52,16 +53,18 @@ class MemoryEstimate:
     activation_bytes: int | None  # None: no probe batch and not transformer-shaped, activations not estimated
     data_bytes: int = 0
     baseline_bytes: int = 0
+    dataset_bytes: int = 0
 
     @property
     def total_bytes(self) -> int:
         return (self.weights_bytes + self.optimizer_bytes + (self.activation_bytes or 0) + self.data_bytes
-                + self.baseline_bytes)
+                + self.dataset_bytes + self.baseline_bytes)
 
     def describe(self) -> str:
         acts = "not estimated" if self.activation_bytes is None else f"{self.activation_bytes / GB:.2f}"
         return (f"{self.total_bytes / GB:.2f} GB (parameters+gradients {self.weights_bytes / GB:.2f}, optimiser "
                 f"{self.optimizer_bytes / GB:.2f}, activations {acts}, batches {self.data_bytes / GB:.2f}, "
+                f"{f'decoded dataset {self.dataset_bytes / GB:.2f}, ' if self.dataset_bytes else ''}"
                 f"process {self.baseline_bytes / GB:.2f})")
 
 
@@ -105,7 +108,8 @@ def estimate(cfg: DictConfig, task: torch.nn.Module, on_cpu: bool = True) -> Mem
     activations = probed if probed is not None else transformer_activation_bytes(cfg)
     return MemoryEstimate(params, WEIGHT_BYTES * params + GRADIENT_BYTES * trainable,
                           optimizer_bytes_per_param(cfg) * trainable, activations,
-                          memory_probe.batch_bytes(cfg, task), BASELINE_BYTES if on_cpu else 0)
+                          memory_probe.batch_bytes(cfg, task), BASELINE_BYTES if on_cpu else 0,
+                          memory_data.dataset_bytes(cfg) if on_cpu else 0)  # host memory, not the device's
 
 
 def sizes_before_data(cfg: DictConfig) -> dict[str, Any] | None:

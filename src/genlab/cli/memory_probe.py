@@ -66,6 +66,10 @@ def synthetic_batch(cfg: DictConfig, task: nn.Module, rows: int) -> dict[str, An
 
     if memory_manual.covers(task):
         return memory_manual.synthetic_batch(cfg, task, rows)
+    from genlab.tasks.pixelcnn import PixelCNNTask
+
+    if isinstance(task, PixelCNNTask) and task.hparams.image_shape:  # images in [-1, 1], as the density data gives
+        return {"x": torch.rand(rows, *task.hparams.image_shape, generator=torch.Generator().manual_seed(0)) * 2 - 1}
     data = cfg.get("data")
     vocab = _vocab_size(task)
     if vocab is None:

@@ -42,6 +42,19 @@ DATASETS = {
     "svhn": (SVHN, read_svhn, 255.0),
     "cifar10": (CIFAR10, read_cifar10, 255.0),
 }
+# name -> (training images, test images, one image's shape): as released (SVHN without "extra"), the minis as built.
+# What the memory check counts before any file is read.
+IMAGE_SIZES = {
+    "mnist": (60_000, 10_000, (1, 28, 28)),
+    "mnist5k": (4_000, 1_000, (1, 28, 28)),
+    "digits": (1_438, 359, (1, 8, 8)),
+    "svhn": (73_257, 26_032, (3, 32, 32)),
+    "cifar10": (50_000, 10_000, (3, 32, 32)),
+}
+# uint8 copies of a split its reader holds at once: MNIST the decompressed file and the decoded array (then that
+# array and its channel-axis copy), SVHN the .mat array, its transposed cast and their contiguous copy, CIFAR-10 the
+# five batches and their concatenation.
+READ_COPIES = {read_mnist: 2, read_svhn: 3, read_cifar10: 2}
 
 
 def _batches(n: int, batch_size: int, seed: int, start: int = 0) -> Iterator[Tensor]:
@@ -193,6 +206,18 @@ class SSLImageDataModule(SSLStreamDataModule):
         self.x_valid, self.y_valid = ((x_all[valid], torch.from_numpy(y_train[valid])) if len(valid)
                                       else (self.x_test, self.y_test))
 
+    def setup_bytes(self) -> int:
+        """Host memory ``setup`` takes, from the dataset's published sizes (no file read): the training split as its
+        reader holds it at its peak, then float32 copies of every training image, of the unlabelled pool when it
+        leaves some out, of the labelled and validation images, and of the test split. With ``reuse_host_memory`` the
+        heap keeps the reader's freed copies, and the smaller uint8 test split fits in their holes (measured against
+        ``setup`` on the real-size files of ``experiments/perf/full_size_data.py``: ``real_scale.md``)."""
+        hp = self.hparams
+        n_train, n_test, shape = IMAGE_SIZES[hp.dataset]
+        n_unl = n_train - hp.n_valid - (hp.n_labeled if hp.unlabeled_pool == "exclude_labeled" else 0)
+        floats = n_train + (n_unl if n_unl < n_train else 0) + hp.n_labeled + hp.n_valid + n_test
+        return math.prod(shape) * (READ_COPIES[DATASETS[hp.dataset][1]] * n_train + 4 * floats)
+
     def _valid_indices(self, n_train: int) -> np.ndarray:
         """``n_valid`` training images drawn once from a generator of their own (seed 0, not the run's seed), so
         every seed and labelling of a sweep validates on the same images."""
@@ -275,6 +300,14 @@ class OneClassImageDataModule(ResumableTrainOrder, SSLImageDataModule):
         x = self._to_float(images[labels == self.digit])
         train_idx, test_idx = train_test_split(np.arange(len(x)), test_size=0.15, random_state=0)
         self.x_train, self.x_test = x[train_idx], x[test_idx]
+
+    def setup_bytes(self) -> int:
+        """Host memory ``setup`` takes (see the parent's): the training split as read, both splits and their
+        concatenation as uint8, then the digit's images (a tenth of them: ten classes) as uint8, as float32 and
+        split into float32 training and held-out copies."""
+        n_train, n_test, shape = IMAGE_SIZES[self.hparams.dataset]
+        n = n_train + n_test
+        return math.prod(shape) * (READ_COPIES[DATASETS[self.hparams.dataset][1]] * n_train + n + n // 10 * 9)
 
     def train_dataloader(self) -> DataLoader:
         return self.resumable_loader(TensorDataset(self.x_train), self.hparams.batch_size, seed=self.hparams.seed,
