@@ -22,8 +22,8 @@ Preparation is bounded: a split's questions are streamed from the JSON an articl
 pieces; paragraph pieces with their spans, once per paragraph; the first answer's piece span) over ``data.num_proc``
 processes into the manifest-checked encoded-text cache (genlab.data.text.encoded_texts), and read back through memory
 maps. Windows are numbered from the cached lengths (a few integers each) and laid out when a batch asks for one, so
-``max_seq_len``, ``doc_stride`` and the layout never re-encode, and memory does not grow with the file. The dev set
-(fixed size: SQuAD 2.0's is 4 MB) is also kept as examples and its parse tree, which the official scorer reads.
+``max_seq_len``, ``doc_stride`` and the layout never re-encode, and memory does not grow with the file. Scoring reads
+the dev file again, an article at a time (``SquadPasses``), for the answer texts and the official scorer.
 
 An answer whose text does not equal ``context[answer_start : answer_start + len(text)]`` (or that has no usable
 offset, or an answerable question with no answer) is a warning: it is counted (``SquadDataModule.bad_answers``)
@@ -120,6 +120,23 @@ def squad_questions(path: Path) -> Iterator[SquadExample]:
     """The questions of a SQuAD file in file order, streamed an article at a time."""
     for _, examples in squad_articles(path):
         yield from examples
+
+
+@dataclass(frozen=True)
+class SquadPasses:
+    """A SQuAD file read again, an article at a time, on every pass: its questions (``questions=True``; ``len``: how
+    many) or its articles (the official scorer's ``dataset``). A dev set is scored at every validation; this way
+    neither its examples nor its parse tree stay in memory between passes."""
+
+    path: Path
+    n_questions: int
+    questions: bool
+
+    def __iter__(self) -> Iterator:
+        return squad_questions(self.path) if self.questions else (a for a, _ in squad_articles(self.path))
+
+    def __len__(self) -> int:
+        return self.n_questions
 
 
 def training_text(path: Path) -> Iterator[str]:
@@ -407,23 +424,21 @@ def build_features(examples: Iterable[SquadExample], tok, max_seq_len: int = 512
     return lay_out(rows, tok, max_seq_len, doc_stride, max_query_length, training, layout)
 
 # ------------------------------------------------------------------------------------------------ predictions
-def postprocess(examples: list[SquadExample], feats: SquadFeatures, results: dict[str, np.ndarray],
+def postprocess(examples: Iterable[SquadExample], feats: SquadFeatures, results: dict[str, np.ndarray],
                 start_n_top: int = 5, end_n_top: int = 5, n_best: int = 5, max_answer_length: int = 64
                 ) -> tuple[dict[str, str], dict[str, float], dict[str, list[dict[str, Any]]]]:
     """(best non-null text, null score = min over windows of the answer-class logit, n-best list) per question.
 
     ``results`` holds per-feature arrays: start_top_log_probs/start_top_index [F, k], end_top_log_probs/
     end_top_index [F, k·e] (flat i·e + j), cls_logits [F]."""
-    by_example: dict[int, list[int]] = {}
-    for f, ei in enumerate(feats.example_index.tolist()):
-        by_example.setdefault(ei, []).append(f)
     preds, null, nbest = {}, {}, {}
-    for ei, ex in enumerate(examples):
+    for ei, ex in enumerate(examples):  # in file order, as the windows (a stream of the file will do)
         para = feats.paragraphs[ei]
         cands, null_score = [], None
-        for f in by_example.get(ei, []):
+        w0 = int(feats.first_window[ei])
+        for f in range(w0, w0 + int(feats.n_windows[ei])):
             win = feats.windows[f]
-            c0, usable = win.get("ctx_start", 0), win.get("usable", win["length"] - 1)
+            c0, usable = win["ctx_start"], win["usable"]
             c = float(results["cls_logits"][f])
             null_score = c if null_score is None else min(null_score, c)
             for i in range(start_n_top):
@@ -508,8 +523,8 @@ class SquadDataModule(ResumableTrainOrder, pl.LightningDataModule):
         self.num_proc = num_proc  # tokenising processes (null: the cores available, at most 8)
         self.tokenizer = None
         self.bad_answers = 0
-        self.dev_data: list[dict] = []
-        self.dev_examples: list[SquadExample] = []
+        self.dev_data: Iterable[dict] = []  # the dev file's articles, re-read on each pass (SquadPasses)
+        self.dev_examples: Iterable[SquadExample] = []  # its questions, the same way
         self.features: dict[str, SquadFeatures] = {}
         self.train_path: Path | None = None
 
@@ -546,13 +561,14 @@ class SquadDataModule(ResumableTrainOrder, pl.LightningDataModule):
         root, dev_root = self._roots()
         self.train_path = root / f"train-v{self.version}.json"
         dev_path = dev_root / f"dev-v{self.dev_version}.json"
-        self.dev_data, self.dev_examples = read_squad(dev_path)
         if self.tokenizer_file is not None:  # the checkpoint's: SentencePiece .model, BERT vocab.txt or folder
             self.tokenizer = load_tokenizer(self.tokenizer_file, self.lower)
         else:
             self.tokenizer = PieceTokenizer(piece_model(training_text(self.train_path), self.cache_dir,
                                                         self.vocab_size), self.lower)
         self.features["dev"], _ = self._features(dev_path, "dev", training=False)
+        n = len(self.features["dev"].rows)
+        self.dev_data, self.dev_examples = SquadPasses(dev_path, n, False), SquadPasses(dev_path, n, True)
 
     def _features(self, path: Path, split: str, training: bool) -> tuple[SquadFeatures, int]:
         rows = encode_questions(path, self.tokenizer, self.cache_dir, f"squad {split}", training, self.num_proc)
