@@ -16,17 +16,15 @@ file-backed pages (the memory-mapped cache pages the batches touched: shared wit
 ``--before`` adds a cold run of another checkout's code (e.g. the commit before streaming) on the same files, and
 prints its peak RSS over this code's.
 
-``--dataset squad`` (the default) writes a synthetic SQuAD v2.0-format training file of ``--mb`` MB (``prep_memory.write_squad``: distinct paragraphs
-of ~110 words, 5 questions each; SQuAD 2.0's own train file is 40 MB, 130k questions) and a dev file a tenth its
-size, trains one SentencePiece model on a 2 MB sample, then in fresh processes builds the training windows through
-``SquadDataModule`` (setup + ``train_features``: read, tokenise every paragraph and question, align pieces to
-characters, lay out the windows): once with an empty cache, then again with the cache it wrote. Prints wall and CPU
-seconds, peak RSS, the cache's size on disk and the cold / warm ratio.
+``--dataset squad`` (the default) writes a synthetic SQuAD v2.0-format training file of each ``--mb`` size
+(``prep_memory.write_squad``: distinct paragraphs of ~110 words, 5 questions each; SQuAD 2.0's own train file is 40 MB,
+130k questions) and a dev file a tenth its size, trains one SentencePiece model on a 2 MB sample, then in fresh
+processes runs ``SquadDataModule(max_seq_len=512)``: setup and ``train_features`` (stream the questions, tokenise
+them and their paragraphs, align pieces to characters, write the memory-mapped entry, number the windows) and 200
+training batches of 32 laid out from it, cold and warm, with the same columns as ``amazon2`` plus the windows and
+the entry's size on disk (the dev file's included).
 
-    python experiments/perf/finetune_prep.py [--mb 40] [--num-proc 1] [--workdir /tmp/ft]
-
-SQuAD's examples and windows are still built in memory (they grow with the file); the classification path is the
-one that streams.
+    python experiments/perf/finetune_prep.py --mb 20,80 [--num-proc 1] [--workdir /tmp/ft] [--before SRC]
 """
 
 from __future__ import annotations
@@ -45,16 +43,22 @@ from prep_memory import write_squad
 
 CHILD = """
 import json, resource, sys, time
+from itertools import islice
 from genlab.data.finetune.squad import SquadDataModule
 root, model, cache, procs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 t0, c0 = time.perf_counter(), time.process_time()
-dm = SquadDataModule("2.0", path=root, cache_dir=cache, tokenizer=model, num_proc=procs)
+dm = SquadDataModule("2.0", path=root, cache_dir=cache, tokenizer=model, num_proc=procs, batch_size=32)
 dm.setup("fit")
 feats = dm.train_features()
+prep = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+batches = sum(1 for _ in islice(dm.train_dataloader(), 200))
 kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+status = dict(line.split(":", 1) for line in open("/proc/self/status") if line.startswith(("RssAnon", "RssFile")))
+questions = len(feats.rows) if hasattr(feats, "rows") else len(dm._train_examples)  # --before: the older code
 print(json.dumps({"wall": time.perf_counter() - t0, "cpu": time.process_time() - c0 + kids.ru_utime + kids.ru_stime,
-                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                  "windows": len(feats.cls_index), "questions": len(dm._train_examples)}))
+                  "prep_rss_mb": prep, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "workers_rss_mb": kids.ru_maxrss / 1024, "windows": len(feats.cls_index), "questions": questions,
+                  "batches": batches, **{k: int(v.split()[0]) / 1024 for k, v in status.items()}}))
 """
 
 
@@ -141,48 +145,56 @@ def main() -> None:
     ap.add_argument("--num-proc", type=int, default=1)
     ap.add_argument("--workdir", default=None)
     ap.add_argument("--before", default=None, metavar="SRC",
-                    help="amazon2: also run the reference code whose package lies under SRC (e.g. a checkout's src/)")
+                    help="also run the reference code whose package lies under SRC (e.g. a checkout's src/)")
     args = ap.parse_args()
     work = Path(args.workdir or tempfile.mkdtemp(prefix="genlab-ft-"))
     sizes = [int(x) for x in args.mb.split(",")]
     if args.dataset == "amazon2":
         reviews_main(sizes, args.num_proc, work, args.before)
         return
-    squad_main(sizes[0], args.num_proc, work)
+    squad_main(sizes, args.num_proc, work, args.before)
 
 
-def squad_main(mb: int, num_proc: int, work: Path) -> None:
+def squad_main(sizes_mb: list[int], num_proc: int, work: Path, before: str | None) -> None:
+    from genlab.data.finetune.squad import read_squad
     from genlab.data.tokenizers.xlnet_pieces import train_tokenizer
 
-    root = work / f"squad_{mb}mb"
-    root.mkdir(parents=True, exist_ok=True)
-    if not (root / "train-v2.0.json").is_file():
-        write_squad(root / "train-v2.0.json", mb * 1_000_000)
-        write_squad(root / "dev-v2.0.json", mb * 100_000, seed=1)
-    sample = work / "sample.txt"
-    if not sample.is_file():
-        from genlab.data.finetune.squad import read_squad
-
-        contexts = list(dict.fromkeys(e.context for e in read_squad(root / "dev-v2.0.json")[1]))
-        sample.write_text("\n".join(contexts)[:2_000_000])
+    roots = {}
+    for mb in sizes_mb:
+        roots[mb] = root = work / f"squad_{mb}mb"
+        root.mkdir(parents=True, exist_ok=True)
+        if not (root / "dev-v2.0.json").is_file():  # written last: a half-written set is rewritten
+            write_squad(root / "train-v2.0.json", mb * 1_000_000)
+            write_squad(root / "dev-v2.0.json", mb * 100_000, seed=1)
     model = work / "spm.model"
     if not model.is_file():
+        sample = work / "sample.txt"
+        contexts = dict.fromkeys(e.context for e in read_squad(roots[sizes_mb[0]] / "dev-v2.0.json")[1])
+        sample.write_text("\n".join(contexts)[:2_000_000])
         train_tokenizer([sample], work / "spm", vocab_size=8000)
-    cache = work / f"cache_{mb}mb_{num_proc}p_{time.time_ns()}"
-    rows = {}
-    for run in ("cold", "warm"):
-        out = subprocess.run([sys.executable, "-c", CHILD, str(root), str(model), str(cache), str(num_proc)],
-                             check=True, capture_output=True, text=True)
-        rows[run] = json.loads(out.stdout.strip().splitlines()[-1])
-    disk = sum(p.stat().st_size for p in (cache / "encoded").rglob("*") if p.is_file())
-    size = (root / "train-v2.0.json").stat().st_size + (root / "dev-v2.0.json").stat().st_size
-    print(f"SQuAD 2.0 format, {size / 1e6:.0f} MB (train + dev), {rows['cold']['questions']:,} training questions, "
-          f"{rows['cold']['windows']:,} windows; num_proc={num_proc}; {time.strftime('%Y-%m-%d %H:%M')}")
-    print(f"{'run':>5} {'wall s':>8} {'cpu s':>8} {'peak RSS MB':>12}")
-    for run, r in rows.items():
-        print(f"{run:>5} {r['wall']:>8.1f} {r['cpu']:>8.1f} {r['rss_mb']:>12.0f}")
-    print(f"encoded-text cache on disk: {disk / 1e6:.1f} MB ({disk / size:.2f} bytes per input byte); "
-          f"cold / warm CPU: {rows['cold']['cpu'] / rows['warm']['cpu']:.1f}x")
+    print(f"SQuAD 2.0 format, max_seq_len 512, num_proc={num_proc}; setup + training windows + 200 batches of 32 in a "
+          f"fresh process; {time.strftime('%Y-%m-%d %H:%M')}")
+    print(f"{'train MB':>9} {'questions':>10} {'windows':>8} {'run':>6} {'wall s':>7} {'cpu s':>7} {'setup RSS MB':>13} "
+          f"{'peak RSS MB':>12} {'RSS ratio':>10} {'anon MB':>8} {'mapped MB':>10} {'cache MB':>9}")
+    first = {}
+    for mb in sizes_mb:
+        cache = work / f"cache_{mb}mb_{num_proc}p_{time.time_ns()}"
+        peak = {}
+        for run in ("cold", "warm", *(("before",) if before else ())):
+            env = {**os.environ, "PYTHONPATH": before} if run == "before" else None  # the reference code's src/
+            where = cache.with_name(cache.name + "_before") if run == "before" else cache
+            out = subprocess.run([sys.executable, "-c", CHILD, str(roots[mb]), str(model), str(where), str(num_proc)],
+                                 check=True, capture_output=True, text=True, env=env)
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            first.setdefault(run, r["rss_mb"])
+            peak[run] = r["rss_mb"]
+            disk = sum(p.stat().st_size for p in (where / "encoded").rglob("*") if p.is_file())
+            print(f"{(roots[mb] / 'train-v2.0.json').stat().st_size / 1e6:>9.0f} {r['questions']:>10,} "
+                  f"{r['windows']:>8,} {run:>6} {r['wall']:>7.1f} {r['cpu']:>7.1f} {r['prep_rss_mb']:>13.0f} "
+                  f"{r['rss_mb']:>12.0f} {r['rss_mb'] / first[run]:>10.2f} {r.get('RssAnon', 0):>8.0f} "
+                  f"{r.get('RssFile', 0):>10.0f} {disk / 1e6:>9.0f}")
+        if before:
+            print(f"{'':>9} reference / this code, peak RSS of the first run: {peak['before'] / peak['cold']:.2f}x")
 
 
 if __name__ == "__main__":

@@ -18,10 +18,12 @@ from genlab.data.finetune.squad import (
     SquadExample,
     build_features,
     doc_windows,
-    encode_squad,
+    encode_questions,
+    lay_out,
     max_context,
     postprocess,
     read_squad,
+    squad_questions,
     tokenize_paragraph,
 )
 from genlab.data.sources.tiers import locate
@@ -51,7 +53,8 @@ def test_doc_windows_and_max_context():
 def test_c21_squad_layout_paragraph_first_right_padding(dm):
     f = dm.train_features()
     for i in range(20):
-        ids, seg, p, mask = f.input_ids[i], f.token_type_ids[i], f.p_mask[i], f.attention_mask[i]
+        rows = f.arrays(i)
+        ids, seg, p, mask = rows["input_ids"], rows["token_type_ids"], rows["p_mask"], rows["attention_mask"]
         c = f.cls_index[i]
         n = f.windows[i]["length"]
         assert ids[c] == CLS_ID and ids[n] == SEP_ID and ids[c - 1] == SEP_ID
@@ -188,14 +191,39 @@ def test_training_windows_are_built_only_when_training(dm):
     assert len(fresh.train_dataloader().dataset) == len(dm.train_features().cls_index)
 
 
-def test_windows_from_the_encoded_text_cache_equal_direct_tokenisation(dm, tmp_path):
-    examples = dm.dev_examples[:40]
-    direct, _ = build_features(examples, dm.tokenizer, max_seq_len=48, doc_stride=16, max_query_length=12)
-    for _ in range(2):  # built, then read from the entry
-        cached, _ = build_features(examples, dm.tokenizer, max_seq_len=48, doc_stride=16, max_query_length=12,
-                                   encoded=encode_squad(examples, dm.tokenizer, str(tmp_path), "dev40"))
-        for name in ("input_ids", "token_type_ids", "p_mask", "cls_index", "example_index"):
-            assert np.array_equal(getattr(cached, name), getattr(direct, name))
-        for a, b in zip(cached.paragraphs, direct.paragraphs):
-            assert a.ids == b.ids and np.array_equal(a.char_start, b.char_start)
-            assert np.array_equal(a.char_end, b.char_end)
+def _same_features(a, b) -> None:
+    for name in ("input_ids", "token_type_ids", "attention_mask", "p_mask", "cls_index", "start_positions",
+                 "end_positions", "is_impossible", "example_index"):
+        assert np.array_equal(getattr(a, name), getattr(b, name)), name
+    for x, y in zip(a.windows, b.windows, strict=True):
+        assert x["offset"] == y["offset"] and np.array_equal(x["max_context"], y["max_context"])
+    for x, y in zip(a.paragraphs, b.paragraphs, strict=True):
+        assert x.ids == y.ids and np.array_equal(x.char_start, y.char_start) and np.array_equal(x.char_end, y.char_end)
+
+
+def test_streamed_cache_over_processes_equals_the_in_memory_windows(dm, tmp_path, caplog):
+    """The training file encoded into its cache entry by 1 and 2 processes, read back through memory maps, gives the
+    windows of the same questions encoded in memory; a damaged entry is rebuilt with a message, never read."""
+    path = locate(dm._spec(), "mini", None, dm.cache_dir) / "train-v2.0.json"
+    questions = list(squad_questions(path))[:150]
+    paragraphs = []  # the questions' paragraphs again, several questions each
+    for q in questions:
+        if not paragraphs or paragraphs[-1]["context"] != q.context:
+            paragraphs.append({"context": q.context, "qas": []})
+        paragraphs[-1]["qas"].append({"id": q.qid, "question": q.question, "is_impossible": q.is_impossible,
+                                      "answers": q.answers})
+    assert len(paragraphs) < len(questions) / 2
+    mini = tmp_path / "train-v2.0.json"
+    mini.write_text(json.dumps({"data": [{"title": "t", "paragraphs": paragraphs}]}))
+    args = {"max_seq_len": 48, "doc_stride": 16, "max_query_length": 12, "training": True}
+    direct, _ = build_features(questions, dm.tokenizer, **args)
+    assert direct.is_impossible.min() == 0 and len(direct) > len(questions)
+    for procs, cache in ((1, tmp_path / "one"), (2, tmp_path / "two"), (2, tmp_path / "two")):  # built, then read
+        rows = encode_questions(mini, dm.tokenizer, str(cache), "squad train", True, num_proc=procs)
+        _same_features(lay_out(rows, dm.tokenizer, **args)[0], direct)
+    ids = next((tmp_path / "two" / "encoded").glob("squad_train-*/ids.npy"))
+    ids.write_bytes(ids.read_bytes()[:-8])  # truncated
+    with caplog.at_level(logging.WARNING, logger="genlab"):
+        rows = encode_questions(mini, dm.tokenizer, str(tmp_path / "two"), "squad train", True, num_proc=1)
+    assert "ids.npy" in caplog.text
+    _same_features(lay_out(rows, dm.tokenizer, **args)[0], direct)

@@ -18,6 +18,7 @@ from genlab.data.finetune.squad import (
     SquadExample,
     build_features,
     postprocess,
+    squad_questions,
     tokenize_paragraph,
 )
 from genlab.data.finetune.squad_align import char_to_piece_span
@@ -172,13 +173,13 @@ def test_mini_answers_round_trip_through_wordpiece_windows(tmp_path, mini_vocab)
     assert isinstance(dm.tokenizer, WordPieceTokenizer) and dm.identity()["tokenizer"] == dm.tokenizer.identity
     f = dm.train_features()
     assert dm.bad_answers == 0
-    answered = set()
+    answered, train = set(), list(squad_questions(dm.train_path))
     for i in np.flatnonzero(f.is_impossible == 0):
-        ex, win = dm._train_examples[f.example_index[i]], f.windows[i]
+        ex, win = train[f.example_index[i]], f.windows[i]
         para, c0 = f.paragraphs[f.example_index[i]], win["ctx_start"]
         a, b = win["offset"] + f.start_positions[i] - c0, win["offset"] + f.end_positions[i] - c0
         assert ex.context[para.char_start[a]:para.char_end[b]] == ex.answers[0]["text"]
         answered.add(ex.qid)
     # every answerable training question is labelled inside at least one window
-    assert answered == {e.qid for e in dm._train_examples if not e.is_impossible}
+    assert answered == {e.qid for e in train if not e.is_impossible}
     assert np.all(dm.features["dev"].input_ids[:, 0] == dm.tokenizer.cls_id)

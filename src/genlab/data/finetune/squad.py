@@ -18,6 +18,13 @@ aligned to the raw characters by the official longest-common-subsequence match, 
 (repeated spaces, ``````/``''``, accents, NFKC forms, unknown pieces) still give every piece its exact raw span;
 WordPiece pieces take their spans from the ``tokenizers`` offset mapping, which is exact by construction.
 
+Preparation is bounded: a split's questions are streamed from the JSON an article at a time, encoded (question
+pieces; paragraph pieces with their spans, once per paragraph; the first answer's piece span) over ``data.num_proc``
+processes into the manifest-checked encoded-text cache (genlab.data.text.encoded_texts), and read back through memory
+maps. Windows are numbered from the cached lengths (a few integers each) and laid out when a batch asks for one, so
+``max_seq_len``, ``doc_stride`` and the layout never re-encode, and memory does not grow with the file. Scoring reads
+the dev file again, an article at a time (``SquadPasses``), for the answer texts and the official scorer.
+
 An answer whose text does not equal ``context[answer_start : answer_start + len(text)]`` (or that has no usable
 offset, or an answerable question with no answer) is a warning: it is counted (``SquadDataModule.bad_answers``)
 and the training question skipped, as the official preprocessing does.
@@ -25,9 +32,10 @@ and the training question skipped, as the official preprocessing does.
 
 from __future__ import annotations
 
+import hashlib
 import logging
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +56,10 @@ from genlab.data.finetune.squad_align import (
 from genlab.data.finetune.tokenizer_cache import piece_model
 from genlab.data.loading.resumable import ResumableTrainOrder
 from genlab.data.sources.tiers import DatasetSpec, locate
-from genlab.data.text.encoded_texts import EncodedTexts, encode_texts, tokenize_texts, tokenizer_identity
+from genlab.data.text.cache_entry import file_stamp
+from genlab.data.text.encoded_texts import EncodedRows, RowEncoder, encode_rows, tokenizer_identity
 from genlab.data.text.json_stream import iter_json_array
-from genlab.data.text.progress import Progress, text_bytes, tracked
+from genlab.data.text.progress import Progress
 from genlab.data.tokenizers.from_checkpoint import load_tokenizer, special_ids
 from genlab.data.tokenizers.wordpiece import WordPieceTokenizer
 from genlab.data.tokenizers.xlnet_pieces import PieceTokenizer
@@ -107,6 +116,41 @@ def read_squad(path: Path, keep_data: bool = True, buffer_bytes: int | None = No
     return data, out
 
 
+def squad_questions(path: Path) -> Iterator[SquadExample]:
+    """The questions of a SQuAD file in file order, streamed an article at a time."""
+    for _, examples in squad_articles(path):
+        yield from examples
+
+
+@dataclass(frozen=True)
+class SquadPasses:
+    """A SQuAD file read again, an article at a time, on every pass: its questions (``questions=True``; ``len``: how
+    many) or its articles (the official scorer's ``dataset``). A dev set is scored at every validation; this way
+    neither its examples nor its parse tree stay in memory between passes."""
+
+    path: Path
+    n_questions: int
+    questions: bool
+
+    def __iter__(self) -> Iterator:
+        return squad_questions(self.path) if self.questions else (a for a, _ in squad_articles(self.path))
+
+    def __len__(self) -> int:
+        return self.n_questions
+
+
+def training_text(path: Path) -> Iterator[str]:
+    """What a tokenizer trained on a SQuAD training file reads: every distinct paragraph, then every question (two
+    streamed passes; memory holds a 16-byte digest per paragraph)."""
+    seen: set[bytes] = set()
+    for ex in squad_questions(path):
+        digest = hashlib.blake2b(ex.context.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        if digest not in seen:
+            seen.add(digest)
+            yield ex.context
+    yield from (ex.question for ex in squad_questions(path))
+
+
 # ------------------------------------------------------------------------------------------------ alignment
 def tokenize_paragraph(context: str, tok) -> Paragraph:
     """Pieces of the whole paragraph with their raw character spans (WordPiece: the library's offsets;
@@ -117,32 +161,6 @@ def tokenize_paragraph(context: str, tok) -> Paragraph:
     pieces = [UNK_CHAR if i == UNK_ID else tok.pieces[i] for i in ids]
     starts, ends = align_pieces(context, pieces, lower=getattr(tok, "lower", False))
     return Paragraph(ids, starts, ends)
-
-
-@dataclass
-class EncodedSquad:
-    """Every paragraph's pieces with their character spans, and every question's pieces, tokenised once over
-    ``num_proc`` processes and cached (``genlab.data.text.encoded_texts``): the windows are laid out from these."""
-
-    paragraphs: EncodedTexts
-    questions: EncodedTexts
-
-    def paragraph(self, context: str) -> Paragraph:
-        return Paragraph(self.paragraphs.ids(context), self.paragraphs.field(context, "starts").astype(np.int64),
-                         self.paragraphs.field(context, "ends").astype(np.int64))
-
-
-def encode_squad(examples: list[SquadExample], tok, cache_dir: str | None, what: str,
-                 num_proc: int | None = None) -> EncodedSquad:
-    def paragraph_fields(context: str) -> tuple:
-        para = tokenize_paragraph(context, tok)
-        return para.ids, para.char_start, para.char_end
-
-    paragraphs = encode_texts((e.context for e in examples), paragraph_fields,
-                              ("squad paragraph", tokenizer_identity(tok)), cache_dir, f"{what} paragraphs",
-                              fields=("ids", "starts", "ends"), num_proc=num_proc)
-    return EncodedSquad(paragraphs, tokenize_texts((e.question for e in examples), tok, cache_dir,
-                                                   f"{what} questions", num_proc))
 
 
 # ------------------------------------------------------------------------------------------------ windows
@@ -187,122 +205,240 @@ def _answer_problem(ex: SquadExample) -> str | None:
     return None
 
 
+# ------------------------------------------------------------------------------------------------ encoded questions
+# Per question, one row of the encoded-text cache (genlab.data.text.encoded_texts): its fields hold the paragraph's
+# pieces with their character spans (only on the first row of each paragraph, which the others point to), then the
+# question's pieces (spans -1); its values are QUESTION_VALUES. What a layout does with them (truncate the question,
+# cut windows, pad) is cheap and happens per run, per window, when a batch asks.
+QUESTION_FIELDS = ("ids", "starts", "ends")
+QUESTION_VALUES = ("paragraph pieces here", "paragraph row", "question pieces", "impossible", "answer first piece",
+                   "answer last piece", "unusable answer")
+
+
+def question_rows(examples: Iterable[SquadExample]) -> Iterator[tuple[SquadExample, int, int]]:
+    """(example, its row, the row holding its paragraph: the first of the consecutive questions on that context)."""
+    owner, context = -1, None
+    for row, ex in enumerate(examples):
+        if ex.context != context:
+            owner, context = row, ex.context
+        yield ex, row, owner
+
+
+def question_encoder(tok, training: bool) -> RowEncoder:
+    """(example, row, paragraph row) -> a cache row. Training rows carry the first gold answer's piece span (-1 when no
+    piece covers it), or flag an unusable answer with a warning, as the official preprocessing skips it."""
+    last: dict[str, Paragraph] = {}  # the paragraph last aligned in this process: its questions come together
+
+    def paragraph(context: str) -> Paragraph:
+        if context not in last:
+            last.clear()
+            last[context] = tokenize_paragraph(context, tok)
+        return last[context]
+
+    def encode(item: tuple[SquadExample, int, int]) -> tuple:
+        ex, row, owner = item
+        q = list(tok.encode(ex.question))
+        first, final, unusable = -1, -1, 0
+        if training and not ex.is_impossible:
+            problem = _answer_problem(ex)
+            if problem:
+                unusable = 1
+                log.warning("SQuAD question %s: %s; skipped", ex.qid, problem)
+            else:
+                start, text = int(ex.answers[0]["answer_start"]), ex.answers[0]["text"]
+                first, final = char_to_piece_span(paragraph(ex.context), start, start + len(text)) or (-1, -1)
+        no_span = [-1] * len(q)
+        para = paragraph(ex.context) if row == owner else Paragraph([], np.zeros(0), np.zeros(0))
+        fields = ([*para.ids, *q], [*para.char_start.tolist(), *no_span], [*para.char_end.tolist(), *no_span])
+        return fields, (len(para.ids), owner, len(q), float(ex.is_impossible), first, final, unusable), None
+
+    return encode
+
+
+def encode_questions(path: Path, tok, cache_dir: str | None, what: str, training: bool,
+                     num_proc: int | None = None) -> EncodedRows:
+    """The questions of SQuAD file ``path`` encoded over ``num_proc`` processes into their cache entry (built once,
+    streamed; keyed on the file's name, size and time and the tokenizer, never the folder or the layout)."""
+    path = Path(path)
+    try:
+        stamp = file_stamp(path.parent, [path.name])
+    except FileNotFoundError:
+        stamp = None  # no entry can exist: the reader names the missing file and the fix
+    key = ("squad questions", stamp, tokenizer_identity(tok), training)
+    return encode_rows(question_rows(squad_questions(path)), question_encoder(tok, training), key, cache_dir, what,
+                       QUESTION_FIELDS, len(QUESTION_VALUES), num_proc)
+
+
+# ------------------------------------------------------------------------------------------------ features
+class _Computed(Sequence):
+    """A read-only sequence whose items are computed when asked for."""
+
+    def __init__(self, n: int, get: Callable[[int], Any]):
+        self.n, self.get = n, get
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self.get(k) for k in range(*i.indices(self.n))]
+        if not -self.n <= i < self.n:
+            raise IndexError(i)
+        return self.get(int(i) % self.n)
+
+
 @dataclass
+class _Layout:
+    max_seq_len: int
+    question_first: bool  # [CLS] Q [SEP] P [SEP] (BERT, Funnel) or P <sep> Q <sep> <cls> (XLNet)
+    cls_id: int
+    sep_id: int
+    pad_id: int
+    seg_q: int
+    seg_cls: int
+    seg_pad: int
+    cls_seg: int  # question-first layouts: the segment of [CLS] (Funnel: 2)
+
+
 class SquadFeatures:
-    """Arrays over windows plus what post-processing needs to go back to text (the [F, T] ones narrow: int32 ids,
-    int8 segments and masks; the dataset widens them per item)."""
+    """The windows of a split. Per window only its numbers are kept (``[F]`` arrays: the example it comes from, its
+    first paragraph piece and length, ``cls_index``, the labels); its ``[T]`` rows are laid out from the encoded
+    questions (memory-mapped when cached) when a batch asks (:meth:`arrays`), so a split costs ~40 bytes per window
+    instead of ``7 · max_seq_len``. ``windows[f]`` (offset, length, ``ctx_start``, ``usable``, ``max_context``) and
+    ``paragraphs[e]`` are computed on request too; ``input_ids`` & co. lay out every window at once (inspection)."""
 
-    input_ids: np.ndarray
-    token_type_ids: np.ndarray
-    attention_mask: np.ndarray
-    p_mask: np.ndarray
-    cls_index: np.ndarray
-    start_positions: np.ndarray
-    end_positions: np.ndarray
-    is_impossible: np.ndarray
-    example_index: np.ndarray
-    windows: list[dict] = field(default_factory=list)  # per feature: doc offset, length, max-context flags
-    paragraphs: list[Paragraph] = field(default_factory=list)  # per example
+    def __init__(self, rows: EncodedRows, layout: _Layout, keep: np.ndarray, max_query_length: int,
+                 doc_stride: int, training: bool):
+        v = np.asarray(rows.values)
+        self.rows, self.layout, n_ex = rows, layout, len(v)
+        self.here, self.owner = v[:, 0].astype(np.int64), v[:, 1].astype(np.int64)
+        self.plen = self.here[self.owner] if n_ex else np.zeros(0, dtype=np.int64)
+        self.qlen = np.minimum(v[:, 2], max_query_length).astype(np.int64)
+        max_tokens = layout.max_seq_len - self.qlen - 3
+        if np.any(keep & (max_tokens <= 0)):
+            raise DataError(f"data.max_seq_len={layout.max_seq_len} leaves no room for the paragraph after a "
+                            f"{int(self.qlen[keep & (max_tokens <= 0)][0])}-piece question; raise it or lower "
+                            "data.max_query_length.")
+        # doc_windows for every question at once: windows advance by min(max_tokens, stride) until one ends the
+        # paragraph (an empty paragraph still has one)
+        step = np.minimum(np.maximum(max_tokens, 1), doc_stride)
+        count = np.where(self.plen <= max_tokens, 1, 1 + -(-(self.plen - max_tokens) // step)) * keep
+        self.n_windows, self.first_window = count, np.cumsum(count) - count
+        ex = np.repeat(np.arange(n_ex), count)
+        start = (np.arange(len(ex)) - self.first_window[ex]) * step[ex]
+        length = np.minimum(self.plen[ex] - start, max_tokens[ex])
+        q = self.qlen[ex]
+        cls = np.zeros_like(ex) if layout.question_first else length + q + 2
+        self.ctx_start = q + 2 if layout.question_first else np.zeros_like(ex)
+        first, final = v[ex, 4].astype(np.int64), v[ex, 5].astype(np.int64)
+        inside = (first >= 0) & (start <= first) & (final < start + length) if training else np.zeros(len(ex), bool)
+        self.example_index, self.offset, self.length, self.cls_index = ex, start, length, cls
+        self.start_positions = np.where(inside, first - start + self.ctx_start, cls)
+        self.end_positions = np.where(inside, final - start + self.ctx_start, cls)
+        self.is_impossible = (~inside).astype(np.float32)
+        self.windows = _Computed(len(ex), self.window)
+        self.paragraphs = _Computed(n_ex, self.paragraph)
+
+    def __len__(self) -> int:
+        return len(self.example_index)
+
+    def paragraph(self, e: int) -> Paragraph:
+        """Example ``e``'s paragraph pieces with their character spans."""
+        row, n = int(self.owner[e]), int(self.plen[e])
+        return Paragraph(self.rows.row(row)[:n].tolist(), self.rows.row(row, "starts")[:n].astype(np.int64),
+                         self.rows.row(row, "ends")[:n].astype(np.int64))
+
+    def window(self, f: int) -> dict[str, Any]:
+        """Window ``f``: its first paragraph piece, length, where the paragraph starts in the sequence, how many of
+        its pieces may be an answer, and which of them get the most context here (:func:`best_windows`)."""
+        e = int(self.example_index[f])
+        w0 = int(self.first_window[e])
+        spans = list(zip(self.offset[w0:w0 + self.n_windows[e]].tolist(),
+                         self.length[w0:w0 + self.n_windows[e]].tolist()))
+        s, n = spans[f - w0]
+        best = best_windows(spans, int(self.plen[e]))
+        # XLNet's post-processing never uses the window's last paragraph piece; BERT's may
+        return {"offset": s, "length": n, "ctx_start": int(self.ctx_start[f]),
+                "usable": n if self.layout.question_first else n - 1, "max_context": best[s:s + n] == f - w0}
+
+    def arrays(self, f: int) -> dict[str, np.ndarray]:
+        """Window ``f`` laid out: ``input_ids`` int32, ``token_type_ids``, ``attention_mask``, ``p_mask`` int8."""
+        L, e, s, n = self.layout, int(self.example_index[f]), int(self.offset[f]), int(self.length[f])
+        para = self.rows.row(int(self.owner[e]))[s:s + n]
+        q = self.rows.row(e)[self.here[e]:self.here[e] + self.qlen[e]]
+        k = len(q)
+        if L.question_first:  # [CLS] Q [SEP] P [SEP]: BERT's run_squad, every paragraph piece usable
+            parts = ([L.cls_id], q, [L.sep_id], para, [L.sep_id])
+            seg = np.repeat([L.cls_seg, 0, 1], [1, k + 1, n + 1])
+            p = np.repeat([0, 1, 0, 1], [1, k + 1, n, 1])
+        else:  # P <sep> Q <sep> <cls>: XLNet's
+            parts = (para, [L.sep_id], q, [L.sep_id], [L.cls_id])
+            seg = np.repeat([0, L.seg_q, L.seg_cls], [n + 1, k + 1, 1])
+            p = np.repeat([0, 1, 0], [n, k + 2, 1])
+        m = n + k + 3
+        out = {"input_ids": np.full(L.max_seq_len, L.pad_id, dtype=np.int32),
+               "token_type_ids": np.full(L.max_seq_len, L.seg_pad, dtype=np.int8),
+               "attention_mask": np.zeros(L.max_seq_len, dtype=np.int8), "p_mask": np.ones(L.max_seq_len, np.int8)}
+        out["input_ids"][:m] = np.concatenate(parts)
+        out["token_type_ids"][:m], out["attention_mask"][:m], out["p_mask"][:m] = seg, 1, p
+        return out
+
+    def _stacked(self, name: str) -> np.ndarray:
+        if not len(self):
+            return np.zeros((0, self.layout.max_seq_len), dtype=np.int32 if name == "input_ids" else np.int8)
+        return np.stack([self.arrays(f)[name] for f in range(len(self))])
+
+    input_ids = property(lambda self: self._stacked("input_ids"))
+    token_type_ids = property(lambda self: self._stacked("token_type_ids"))
+    attention_mask = property(lambda self: self._stacked("attention_mask"))
+    p_mask = property(lambda self: self._stacked("p_mask"))
 
 
-def build_features(examples: list[SquadExample], tok, max_seq_len: int = 512, doc_stride: int = 128,
-                   max_query_length: int = 64, training: bool = False, layout: str = "xlnet",
-                   encoded: EncodedSquad | None = None) -> tuple[SquadFeatures, int]:
-    """Windows of every example; returns (features, number of answers whose text mismatched its offset).
-    ``encoded``: the examples' texts already tokenised (:func:`encode_squad`); None tokenises here."""
+def lay_out(rows: EncodedRows, tok, max_seq_len: int = 512, doc_stride: int = 128, max_query_length: int = 64,
+            training: bool = False, layout: str = "xlnet") -> tuple[SquadFeatures, int]:
+    """The windows of encoded questions ``rows`` in ``layout``; returns (features, number of unusable training
+    answers, which get no window)."""
     specials = special_ids(tok)
     if specials and layout == "xlnet":
         raise DataError(f"data.layout={layout!r} with a WordPiece (BERT) tokenizer: a BERT checkpoint reads "
                         "[CLS] question [SEP] paragraph [SEP]; set data.layout=bert (funnel for a Funnel).")
+    if doc_stride < 1:
+        raise DataError(f"data.doc_stride={doc_stride} must be a positive number of pieces.")
     cls_id, sep_id, pad_id = (specials.get(k, d) for k, d in (("cls_id", CLS_ID), ("sep_id", SEP_ID),
                                                                 ("pad_id", PAD_ID)))
-    # the real BERT layout and Funnel's (segment 2 on [CLS]); SentencePiece BERT keeps the paragraph-first one
-    question_first = bool(specials) or layout == "funnel"
-    cls_seg = 2 if layout == "funnel" else 0
     seg_q, seg_cls, seg_pad = (1, 2, 3) if layout == "xlnet" else (1, 1, 0)
-    cols: dict[str, list] = {k: [] for k in ("ids", "seg", "mask", "p", "cls", "s", "e", "imp", "ex")}
-    windows, paragraphs, bad = [], [], 0
-    cache: dict[str, Paragraph] = {}
-    for ei, ex in enumerate(tracked(examples, "windowing SQuAD questions", lambda e: text_bytes(e.question))):
-        para = cache.get(ex.context) or cache.setdefault(ex.context, encoded.paragraph(ex.context) if encoded
-                                                         else tokenize_paragraph(ex.context, tok))
-        paragraphs.append(para)
-        q = (encoded.questions.ids(ex.question) if encoded else tok.encode(ex.question))[:max_query_length]
-        span = None
-        if training and not ex.is_impossible:
-            problem = _answer_problem(ex)
-            if problem:
-                bad += 1
-                log.warning("SQuAD question %s: %s; skipped", ex.qid, problem)
-                continue
-            a = ex.answers[0]
-            start, text = int(a["answer_start"]), a["text"]
-            span = char_to_piece_span(para, start, start + len(text))
-        max_tokens = max_seq_len - len(q) - 3
-        if max_tokens <= 0:
-            raise DataError(f"data.max_seq_len={max_seq_len} leaves no room for the paragraph after a "
-                            f"{len(q)}-piece question; raise it or lower data.max_query_length.")
-        spans = doc_windows(len(para.ids), max_tokens, doc_stride)
-        best = best_windows(spans, len(para.ids))
-        for w, (s, n) in enumerate(spans):
-            if question_first:  # [CLS] Q [SEP] P [SEP]: BERT's run_squad, every paragraph piece usable
-                ids = [cls_id] + q + [sep_id] + para.ids[s:s + n] + [sep_id]
-                seg = [cls_seg] + [0] * (len(q) + 1) + [1] * (n + 1)
-                p = [0] + [1] * (len(q) + 1) + [0] * n + [1]
-                cls, ctx, usable = 0, len(q) + 2, n
-            else:  # P <sep> Q <sep> <cls>: XLNet's, whose post-processing never uses the last paragraph piece
-                ids = para.ids[s:s + n] + [sep_id] + q + [sep_id] + [cls_id]
-                seg = [0] * (n + 1) + [seg_q] * (len(q) + 1) + [seg_cls]
-                p = [0] * n + [1] * (len(q) + 2) + [0]
-                cls, ctx, usable = len(ids) - 1, 0, n - 1
-            pad = max_seq_len - len(ids)
-            if span is not None and s <= span[0] and span[1] < s + n:
-                st, en, imp = span[0] - s + ctx, span[1] - s + ctx, 0
-            else:
-                st, en, imp = cls, cls, 1
-            # one narrow array per window (int32/int8, widened per item): a list of lists of Python ints cost
-            # ~4x the memory (5 GB for SQuAD 2.0's 129k windows)
-            cols["ids"].append(np.array(ids + [pad_id] * pad, dtype=np.int32))
-            cols["seg"].append(np.array(seg + [seg_pad] * pad, dtype=np.int8))
-            cols["mask"].append(np.array([1] * len(ids) + [0] * pad, dtype=np.int8))
-            cols["p"].append(np.array(p + [1] * pad, dtype=np.int8))
-            cols["cls"].append(cls)
-            cols["s"].append(st)
-            cols["e"].append(en)
-            cols["imp"].append(imp)
-            cols["ex"].append(ei)
-            windows.append({"offset": s, "length": n, "ctx_start": ctx, "usable": usable,
-                            "max_context": best[s:s + n] == w})
+    # the real BERT layout and Funnel's (segment 2 on [CLS]); SentencePiece BERT keeps the paragraph-first one
+    spec = _Layout(max_seq_len, bool(specials) or layout == "funnel", cls_id, sep_id, pad_id, seg_q, seg_cls, seg_pad,
+                   2 if layout == "funnel" else 0)
+    unusable = np.asarray(rows.values[:, 6], dtype=bool) if training else np.zeros(len(rows), dtype=bool)
+    return SquadFeatures(rows, spec, ~unusable, max_query_length, doc_stride, training), int(unusable.sum())
 
-    def arr(key: str, dtype=np.int64) -> np.ndarray:
-        return np.array(cols[key], dtype=dtype)
 
-    def rows(key: str) -> np.ndarray:
-        return np.stack(cols[key]) if cols[key] else np.zeros((0, max_seq_len), dtype=np.int8)
-
-    feats = SquadFeatures(rows("ids"), rows("seg"), rows("mask"), rows("p"), arr("cls"), arr("s"), arr("e"),
-                          arr("imp", np.float32), arr("ex"), windows, paragraphs)
-    return feats, bad
-
+def build_features(examples: Iterable[SquadExample], tok, max_seq_len: int = 512, doc_stride: int = 128,
+                   max_query_length: int = 64, training: bool = False, layout: str = "xlnet"
+                   ) -> tuple[SquadFeatures, int]:
+    """Windows of ``examples`` encoded here, in memory (a few questions; a split goes through :func:`encode_questions`
+    and :func:`lay_out`, the same encoder and layout)."""
+    rows = EncodedRows.in_memory(question_rows(examples), question_encoder(tok, training), QUESTION_FIELDS,
+                                 len(QUESTION_VALUES))
+    return lay_out(rows, tok, max_seq_len, doc_stride, max_query_length, training, layout)
 
 # ------------------------------------------------------------------------------------------------ predictions
-def postprocess(examples: list[SquadExample], feats: SquadFeatures, results: dict[str, np.ndarray],
+def postprocess(examples: Iterable[SquadExample], feats: SquadFeatures, results: dict[str, np.ndarray],
                 start_n_top: int = 5, end_n_top: int = 5, n_best: int = 5, max_answer_length: int = 64
                 ) -> tuple[dict[str, str], dict[str, float], dict[str, list[dict[str, Any]]]]:
     """(best non-null text, null score = min over windows of the answer-class logit, n-best list) per question.
 
     ``results`` holds per-feature arrays: start_top_log_probs/start_top_index [F, k], end_top_log_probs/
     end_top_index [F, k·e] (flat i·e + j), cls_logits [F]."""
-    by_example: dict[int, list[int]] = {}
-    for f, ei in enumerate(feats.example_index.tolist()):
-        by_example.setdefault(ei, []).append(f)
     preds, null, nbest = {}, {}, {}
-    for ei, ex in enumerate(examples):
+    for ei, ex in enumerate(examples):  # in file order, as the windows (a stream of the file will do)
         para = feats.paragraphs[ei]
         cands, null_score = [], None
-        for f in by_example.get(ei, []):
+        w0 = int(feats.first_window[ei])
+        for f in range(w0, w0 + int(feats.n_windows[ei])):
             win = feats.windows[f]
-            c0, usable = win.get("ctx_start", 0), win.get("usable", win["length"] - 1)
+            c0, usable = win["ctx_start"], win["usable"]
             c = float(results["cls_logits"][f])
             null_score = c if null_score is None else min(null_score, c)
             for i in range(start_n_top):
@@ -340,18 +476,20 @@ def postprocess(examples: list[SquadExample], feats: SquadFeatures, results: dic
 
 # ------------------------------------------------------------------------------------------------ DataModule
 class _FeatureDataset(Dataset):
+    """The windows of a split, each laid out when a batch asks for it (:meth:`SquadFeatures.arrays`)."""
+
     def __init__(self, f: SquadFeatures):
         self.f = f
 
     def __len__(self) -> int:
-        return len(self.f.cls_index)
+        return len(self.f)
 
     def __getitem__(self, i: int) -> dict[str, Any]:
-        f = self.f
-        return {"input_ids": torch.from_numpy(f.input_ids[i]).long(),
-                "token_type_ids": torch.from_numpy(f.token_type_ids[i]).long(),
-                "attention_mask": torch.from_numpy(f.attention_mask[i]).long(),
-                "p_mask": torch.from_numpy(f.p_mask[i]).float(),
+        f, rows = self.f, self.f.arrays(i)
+        return {"input_ids": torch.from_numpy(rows["input_ids"]).long(),
+                "token_type_ids": torch.from_numpy(rows["token_type_ids"]).long(),
+                "attention_mask": torch.from_numpy(rows["attention_mask"]).long(),
+                "p_mask": torch.from_numpy(rows["p_mask"]).float(),
                 "cls_index": int(f.cls_index[i]), "start_positions": int(f.start_positions[i]),
                 "end_positions": int(f.end_positions[i]), "is_impossible": float(f.is_impossible[i]),
                 "feature_index": i}
@@ -385,10 +523,10 @@ class SquadDataModule(ResumableTrainOrder, pl.LightningDataModule):
         self.num_proc = num_proc  # tokenising processes (null: the cores available, at most 8)
         self.tokenizer = None
         self.bad_answers = 0
-        self.dev_data: list[dict] = []
-        self.dev_examples: list[SquadExample] = []
+        self.dev_data: Iterable[dict] = []  # the dev file's articles, re-read on each pass (SquadPasses)
+        self.dev_examples: Iterable[SquadExample] = []  # its questions, the same way
         self.features: dict[str, SquadFeatures] = {}
-        self._train_examples: list[SquadExample] = []
+        self.train_path: Path | None = None
 
     def _spec(self, version: str | None = None, dev_only: bool = False) -> DatasetSpec:
         version = version or self.version
@@ -421,22 +559,21 @@ class SquadDataModule(ResumableTrainOrder, pl.LightningDataModule):
         if "dev" in self.features:
             return
         root, dev_root = self._roots()
-        _, train = read_squad(root / f"train-v{self.version}.json", keep_data=False)
-        self._train_examples = train
-        self.dev_data, self.dev_examples = read_squad(dev_root / f"dev-v{self.dev_version}.json")
+        self.train_path = root / f"train-v{self.version}.json"
+        dev_path = dev_root / f"dev-v{self.dev_version}.json"
         if self.tokenizer_file is not None:  # the checkpoint's: SentencePiece .model, BERT vocab.txt or folder
             self.tokenizer = load_tokenizer(self.tokenizer_file, self.lower)
         else:
-            lines = [*dict.fromkeys(e.context for e in train), *(e.question for e in train)]
-            self.tokenizer = PieceTokenizer(piece_model(lines, self.cache_dir, self.vocab_size), self.lower)
-        self.features["dev"], _ = build_features(self.dev_examples, self.tokenizer, training=False,
-                                                 **self._feature_args("dev"))
+            self.tokenizer = PieceTokenizer(piece_model(training_text(self.train_path), self.cache_dir,
+                                                        self.vocab_size), self.lower)
+        self.features["dev"], _ = self._features(dev_path, "dev", training=False)
+        n = len(self.features["dev"].rows)
+        self.dev_data, self.dev_examples = SquadPasses(dev_path, n, False), SquadPasses(dev_path, n, True)
 
-    def _feature_args(self, split: str) -> dict[str, Any]:
-        examples = self.dev_examples if split == "dev" else self._train_examples
-        return {"max_seq_len": self.max_seq_len, "doc_stride": self.doc_stride,
-                "max_query_length": self.max_query_length, "layout": self.layout,
-                "encoded": encode_squad(examples, self.tokenizer, self.cache_dir, f"squad {split}", self.num_proc)}
+    def _features(self, path: Path, split: str, training: bool) -> tuple[SquadFeatures, int]:
+        rows = encode_questions(path, self.tokenizer, self.cache_dir, f"squad {split}", training, self.num_proc)
+        return lay_out(rows, self.tokenizer, self.max_seq_len, self.doc_stride, self.max_query_length, training,
+                       self.layout)
 
     def train_features(self) -> SquadFeatures:
         """Windows of the training questions with their labels (built once; unusable answers are counted in
@@ -444,15 +581,14 @@ class SquadDataModule(ResumableTrainOrder, pl.LightningDataModule):
         if "train" not in self.features:
             if "dev" not in self.features:
                 self.setup("fit")
-            self.features["train"], self.bad_answers = build_features(self._train_examples, self.tokenizer,
-                                                                      training=True, **self._feature_args("train"))
+            self.features["train"], self.bad_answers = self._features(self.train_path, "train", training=True)
             if self.bad_answers:
-                log.warning("%d SQuAD training answers were unusable (see the warnings above) and were skipped",
-                            self.bad_answers)
-            if len(_FeatureDataset(self.features["train"])) == 0:
+                log.warning("%d SQuAD training answers were unusable (each named by a warning when the file was "
+                            "first encoded) and were skipped", self.bad_answers)
+            if len(self.features["train"]) == 0:
                 raise DataError(f"the SQuAD training data (data.path={self.path}) has no usable answers "
-                                f"({len(self._train_examples)} questions, {self.bad_answers} answers that do not "
-                                "match their context); check that answer_start points at the answer text in the "
+                                f"({len(self.features['train'].rows)} questions, {self.bad_answers} answers that do "
+                                "not match their context); check that answer_start points at the answer text in the "
                                 "context, or pass the right file as data.path.")
         return self.features["train"]
 

@@ -66,12 +66,23 @@ class EncodedRows:
         if len(self.offsets) != len(self.values) + 1 or any(len(c) != self.offsets[-1] for c in self.fields.values()):
             raise DataError(f"encoded-text cache {self.entry} is inconsistent; delete the folder and run again.")
 
+    @classmethod
+    def in_memory(cls, rows: Iterable, encode: RowEncoder, fields: Sequence[str] = ("ids",),
+                  n_values: int = 0) -> EncodedRows:
+        """The same rows encoded here into arrays, without an entry (a handful of rows: a test, one example)."""
+        lengths, cols, values, _ = _encode_piece(encode, len(fields), n_values)(list(rows))
+        self = cls.__new__(cls)
+        self.entry, self.names, self.values = None, tuple(fields), values
+        self.offsets, self.fields = np.concatenate([[0], np.cumsum(lengths)]), dict(zip(self.names, cols))
+        return self
+
     def __getstate__(self) -> dict:
-        return {"entry": self.entry, "names": self.names}
+        return {"entry": self.entry, "names": self.names} if self.entry else dict(self.__dict__)
 
     def __setstate__(self, state: dict) -> None:
-        self.entry, self.names = state["entry"], state["names"]
-        self._open()
+        self.__dict__.update(state)
+        if self.entry:
+            self._open()
 
     def __len__(self) -> int:
         return len(self.values)
