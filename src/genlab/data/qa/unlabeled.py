@@ -170,8 +170,8 @@ def token_spans(words: EncodedRows, row: np.ndarray, start: np.ndarray, end: np.
         tok_row = np.repeat(np.arange(r1 - r0, dtype=np.int64), np.diff(offsets[r0:r1 + 1])) << 32
         pair_row = (row[p0:p1] - r0) << 32
         base = offsets[row[p0:p1]] - t0
-        char_end = tok_row + words.fields["ends"][t0:t1]
-        char_start = tok_row + words.fields["starts"][t0:t1]
+        char_end = tok_row + _read(words.fields["ends"], t0, t1)
+        char_start = tok_row + _read(words.fields["starts"], t0, t1)
         first[p0:p1] = np.searchsorted(char_end, pair_row + start[p0:p1], side="right") - base
         last[p0:p1] = np.searchsorted(char_start, pair_row + end[p0:p1], side="left") - 1 - base
         progress.advance(8 * (t1 - t0))
@@ -180,3 +180,13 @@ def token_spans(words: EncodedRows, row: np.ndarray, start: np.ndarray, end: np.
     if cap is not None:
         n_tokens = np.minimum(n_tokens, cap)
     return first, np.minimum(last, n_tokens - 1), (first < n_tokens) & (first <= last)
+
+
+def _read(array: np.memmap, t0: int, t1: int) -> np.ndarray:
+    """``array[t0:t1]`` copied through a mapping of its own that is dropped after: the pages read do not stay in this
+    process's resident set (the thesis' U has ~1 GB of token spans)."""
+    block = np.memmap(array.filename, dtype=array.dtype, mode="r", offset=array.offset + t0 * array.itemsize,
+                      shape=(t1 - t0,))
+    out = np.array(block, dtype=np.int64)
+    del block
+    return out
