@@ -75,7 +75,7 @@ elif name == "race":
     dm.setup("fit")
     items, vocab = len(dm.data["train"]), dm.tokenizer.vocab_size
 elif name == "gdan":
-    dm = SemiSupervisedSquadDataModule(path=root, cache_dir=cache)
+    dm = SemiSupervisedSquadDataModule(path=root, cache_dir=cache, num_proc=procs)
     dm.setup("fit")
     items, vocab = len(dm._train_pool) + len(dm.unlabeled), len(dm.vocab)
 else:

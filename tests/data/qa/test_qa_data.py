@@ -23,6 +23,7 @@ from genlab.data.qa.answers import (
     UnlabeledParagraph,
     read_unlabeled,
     sample_answers,
+    unlabeled_contexts,
     write_unlabeled,
 )
 from genlab.data.qa.datamodule import SemiSupervisedSquadDataModule
@@ -219,7 +220,9 @@ def test_g_vocabulary_counts_paragraphs_so_question_words_of_one_paragraph_are_c
 def test_d_vocabulary_covers_all_splits_or_only_the_training_text(synthetic_dir):
     open_vocab, closed = make_dm(synthetic_dir), make_dm(synthetic_dir, d_vocab_from="training")
     dev_words = {w for it in open_vocab.splits["dev"] for w in open_vocab.passages[it.passage].words}
-    train_words = {w for it in [*closed.labeled, *closed.unlabeled] for w in closed.passages[it.passage].words}
+    contexts = list(unlabeled_contexts(synthetic_dir / "unlabeled.jsonl"))
+    train_words = {w for it in closed.labeled for w in closed.passages[it.passage].words}
+    train_words |= {w for r in set(closed.unlabeled.row.tolist()) for w in tokenize(contexts[r])[0]}
     assert dev_words <= set(open_vocab.vocab.words)
     assert set(closed.vocab.words[4:]) <= train_words | {w for it in closed.labeled for w in it.question}
     assert open_vocab.vocab.words[:open_vocab.g_vocab_size] == closed.vocab.words[:closed.g_vocab_size]

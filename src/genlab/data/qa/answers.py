@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -209,15 +209,29 @@ def write_unlabeled(path: Path, rows: Iterable[UnlabeledParagraph]) -> None:
                                 "answers": [a.as_json() for a in row.answers]}, ensure_ascii=False) + "\n")
 
 
-def read_unlabeled(path: Path, extractor: AnswerExtractor | None = None) -> list[UnlabeledParagraph]:
-    """Paragraphs with at least one usable answer. An answer whose text is not ``context[answer_start:][:len]`` is
-    skipped with a warning; a file with no usable answer at all is a DataError naming the format. With ``extractor``
-    every paragraph's answers are its chunks (the file's are ignored; lines may be just ``{"id", "context"}``)."""
-    path = Path(path)
+@dataclass
+class UnlabeledCounts:
+    """What :func:`iter_unlabeled` skipped: answers not matching their context, paragraphs left with none."""
+
+    bad: int = 0
+    empty: int = 0
+
+
+def _check_exists(path: Path) -> None:
     if not path.is_file():
         raise DataError(f"unlabelled paragraphs {path} do not exist: data.unlabeled_path must be a JSONL file, one "
                         '{"id", "context", "answers": [{"text", "answer_start", "type"}]} per line.')
-    rows, bad, empty = [], 0, 0
+
+
+def iter_unlabeled(path: Path, extractor: AnswerExtractor | None = None,
+                   counts: UnlabeledCounts | None = None) -> Iterator[UnlabeledParagraph]:
+    """Every paragraph of the file, in order, with its usable answers (an empty list when none is), read a line at a
+    time. An answer whose text is not ``context[answer_start:][:len]`` is counted in ``counts`` and left out. With
+    ``extractor`` every paragraph's answers are its chunks (the file's are ignored; lines may be just ``{"id",
+    "context"}``)."""
+    path = Path(path)
+    _check_exists(path)
+    counts = counts if counts is not None else UnlabeledCounts()
     # answer extraction (a tagger per paragraph) dominates: report per line, not per piece read
     progress = Progress(f"extracting answers from {path.name}", total_bytes([path])) if extractor else None
     for n, line in enumerate(read_lines(path, progress=extractor is None), 1):
@@ -238,26 +252,42 @@ def read_unlabeled(path: Path, extractor: AnswerExtractor | None = None) -> list
             try:
                 text, start = str(a["text"]), int(a["answer_start"])
             except (KeyError, TypeError, ValueError):
-                bad += 1
+                counts.bad += 1
                 continue
             if not text.strip() or context[start:start + len(text)] != text:
-                bad += 1
+                counts.bad += 1
                 continue
             kept.append(Answer(text, start, str(a.get("type") or "Other")))
-        if kept:
-            rows.append(UnlabeledParagraph(pid, context, kept))
-        else:
-            empty += 1
+        counts.empty += not kept
+        yield UnlabeledParagraph(pid, context, kept)
     if progress:
         progress.finish()
-    if not rows:
-        raise DataError(f"{path} has no usable answers ({empty} paragraphs, {bad} answers not matching their "
-                        "context): GDAN trains on (paragraph, answer) pairs, so every line needs answers: [{\"text\", "
-                        '"answer_start", "type"}] with text == context[answer_start:answer_start+len(text)]. Extract '
-                        "them with genlab.data.qa.answers.HeuristicExtractor (or your tagger) first.")
-    if bad or empty:
-        log.warning("%s: %d answers did not match their context and %d paragraphs had none; skipped", path, bad,
-                    empty)
+
+
+def unlabeled_contexts(path: Path) -> Iterator[str]:
+    """The paragraphs of a file :func:`iter_unlabeled` has read, in its order, without their answers."""
+    for line in read_lines(path, progress=False):
+        if line.strip():
+            yield str(json.loads(line)["context"])
+
+
+def check_unlabeled(path: Path, n_usable: int, counts: UnlabeledCounts) -> None:
+    """After reading: a file without any usable answer is a DataError naming the format; skips are a warning."""
+    if not n_usable:
+        raise DataError(f"{path} has no usable answers ({counts.empty} paragraphs, {counts.bad} answers not matching "
+                        "their context): GDAN trains on (paragraph, answer) pairs, so every line needs answers: "
+                        '[{"text", "answer_start", "type"}] with text == context[answer_start:answer_start+len(text)]. '
+                        "Extract them with genlab.data.qa.answers.HeuristicExtractor (or your tagger) first.")
+    if counts.bad or counts.empty:
+        log.warning("%s: %d answers did not match their context and %d paragraphs had none; skipped", path,
+                    counts.bad, counts.empty)
+
+
+def read_unlabeled(path: Path, extractor: AnswerExtractor | None = None) -> list[UnlabeledParagraph]:
+    """The paragraphs of :func:`iter_unlabeled` that have a usable answer, checked by :func:`check_unlabeled`."""
+    counts = UnlabeledCounts()
+    rows = [row for row in iter_unlabeled(path, extractor, counts) if row.answers]
+    check_unlabeled(Path(path), len(rows), counts)
     return rows
 
 

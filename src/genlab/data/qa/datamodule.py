@@ -15,7 +15,8 @@ Wikipedia text (genlab.data.qa.wiki_mini), ``mini=synthetic`` the unit-test fixt
 
 Tokens and vocabularies: genlab.data.qa.text (G's vocabulary is D's first ids, so G ids need no map); every
 paragraph and question is tokenised once over ``num_proc`` processes (null: the cores available, at most 8) and
-cached (``tokenize_all``).
+cached (``tokenize_all``). U is read a line at a time and held in memory-mapped entries (genlab.data.qa.unlabeled),
+so memory does not grow with the unlabelled file.
 Training batches are ``{"lab": ..., "unl": ...}`` from two infinite, reshuffled streams whose position is saved in
 checkpoints (resume continues with the same batches). ``unlabeled=false`` (SL) reads no unlabelled file and gives
 no ``unl``; ``generator_vocab=false`` (methods without G) leaves G's size out of ``model_overrides``.
@@ -42,13 +43,7 @@ from genlab.data.images.datamodule import (  # _batches: infinite reshuffled str
     SSLImageDataModule,
     _batches,
 )
-from genlab.data.qa.answers import (
-    AnswerExtractor,
-    HeuristicExtractor,
-    UnlabeledParagraph,
-    read_unlabeled,
-    sample_answers,
-)
+from genlab.data.qa.answers import AnswerExtractor, HeuristicExtractor
 from genlab.data.qa.protocol import (
     QAExample,
     check_label_rate,
@@ -64,13 +59,14 @@ from genlab.data.qa.text import (
     TextNorm,
     Tokenised,
     Vocabulary,
+    extended_ids,
     shared_vocabularies,
     token_span,
     tokenize_all,
 )
+from genlab.data.qa.unlabeled import UnlabeledPairs, context_digest, read_pairs
 from genlab.data.qa.wiki_mini import GDAN_WIKI_MINI
 from genlab.data.sources.tiers import locate
-from genlab.data.text.progress import text_bytes, tracked
 from genlab.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
@@ -128,7 +124,7 @@ class _Stream(IterableDataset):
                      "position": position}
             if unl is not None:
                 rows = next(unl).tolist()
-                batch["unl"] = dm.collate([dm.unlabeled[i] for i in rows], with_question=False)
+                batch["unl"] = dm.collate_unlabeled(rows)
                 batch["unl"]["index"] = torch.tensor(rows)
             yield batch
             position += 1
@@ -163,7 +159,7 @@ class SemiSupervisedSquadDataModule(pl.LightningDataModule):
         self.norm = TextNorm(lowercase, digits_to_zero)
         self.passages: list[Passage] = []
         self.labeled: list[Item] = []
-        self.unlabeled: list[Item] = []
+        self.unlabeled: UnlabeledPairs | list = []  # [] without U
         self.splits: dict[str, list[Item]] = {}
         self.vocab: Vocabulary | None = None
         self.g_vocab_size = 0
@@ -233,10 +229,9 @@ class SemiSupervisedSquadDataModule(pl.LightningDataModule):
         n_original = sum(len(qs) for _, qs in articles)
         train_q, test_q = split_by_article(articles, hp.test_fraction, hp.split_seed)
         dev_q = [q for _, qs in read_articles(root / "dev-v1.1.json") for q in qs]
-        u_rows = read_unlabeled(self._unlabeled_file(root), self._extractor()) if hp.unlabeled else []
         labelled = [*train_q, *test_q, *dev_q]
-        self._words = tokenize_all(chain((q.context for q in labelled), (q.question for q in labelled),
-                                         (r.context for r in u_rows)), self.norm, hp.cache_dir, hp.num_proc)
+        self._words = tokenize_all(chain((q.context for q in labelled), (q.question for q in labelled)), self.norm,
+                                   hp.cache_dir, hp.num_proc)
         cache: dict[str, int] = {}
         usable = [it for it in (self._labeled_item(q, cache, False) for q in train_q) if it is not None]
         self.skipped = len(train_q) - len(usable)
@@ -255,32 +250,15 @@ class SemiSupervisedSquadDataModule(pl.LightningDataModule):
                                                                          "test articles)")):
             _check_scorable(self.splits[split], where)
         if hp.unlabeled:
-            self.unlabeled = self._unlabeled_items(self._unlabeled_file(root), u_rows, cache)
+            self.unlabeled = read_pairs(self._unlabeled_file(root), self._extractor(), self.norm, hp.cache_dir,
+                                        hp.num_proc, hp.answers_per_paragraph, hp.split_seed,
+                                        hp.max_paragraph_tokens, hp.unlabeled_size)
         self._build_vocab()
+        self._words = {}  # every passage holds its words now
         self.n_original = n_original
         log.info("GDAN data: %d training questions (file), L = %d (rate %.2f), test %d, dev %d, U %d pairs; "
                  "|V_D| = %d, |V_G| = %d", n_original, len(self.labeled), hp.label_rate, len(self.splits["test"]),
                  len(self.splits["dev"]), len(self.unlabeled), len(self.vocab), self.g_vocab_size)
-
-    def _unlabeled_items(self, path: Path, rows: list[UnlabeledParagraph], cache: dict[str, int]) -> list[Item]:
-        hp = self.hparams
-        rng = np.random.default_rng(hp.split_seed + 7919)  # U is one fixed set across runs, like the thesis' 50K
-        items = []
-        for row in tracked(rows, f"sampling answers of {path.name}", lambda r: text_bytes(r.context)):
-            answers = sample_answers(row.answers, hp.answers_per_paragraph, rng)
-            pid = self._passage(row.context, cache)
-            for a in answers:
-                span = self._span(pid, a.start, a.text)
-                if span is not None:
-                    items.append(Item(pid, *span))
-        if not items:
-            raise DataError(f"{path}: no unlabelled answer lies within data.max_paragraph_tokens="
-                            f"{hp.max_paragraph_tokens}.")
-        if hp.unlabeled_size is not None and hp.unlabeled_size < len(items):
-            keep = np.random.default_rng(hp.split_seed + 104729).choice(len(items), hp.unlabeled_size, replace=False)
-            keep = np.sort(keep)
-            items = [items[i] for i in keep.tolist()]
-        return items
 
     def _extractor(self) -> AnswerExtractor | None:
         """``data.extractor``: null keeps the answers of the unlabelled file; heuristic / spacy re-extract them."""
@@ -322,24 +300,20 @@ class SemiSupervisedSquadDataModule(pl.LightningDataModule):
                 d_counts.update(p.words)
             for it in [*self._train_pool, *self.splits["dev"], *self.splits["test"]]:
                 d_counts.update(it.question)
+            counted = self.passages
         else:
             d_counts.update(l_tokens)
-            for pid in sorted({it.passage for it in self.unlabeled} - {it.passage for it in self.labeled}):
-                d_counts.update(self.passages[pid].words)
+            counted = [self.passages[pid] for pid in examples]
+        if self.unlabeled:  # a paragraph counts once per text: one equal to a passage counted above is that passage
+            rows = self.unlabeled.paragraphs(hp.d_vocab_from == "all", {context_digest(p.context) for p in counted})
+            self.unlabeled.count_words(rows, d_counts)
         self.vocab, self.g_vocab_size = shared_vocabularies(g_counts, d_counts, hp.g_vocab_min_count, hp.g_vocab_max,
                                                             hp.d_vocab_min_count, hp.d_vocab_max)
         for p in self.passages:
             p.d_ids = self.vocab.ids(p.words)
-            p.g_ext = self._extended(p.words, p.d_ids)
-
-    def _extended(self, words: list[str], d_ids: np.ndarray) -> np.ndarray:
-        """G's extended ids: a word of G's vocabulary keeps its id, any other word gets a slot per distinct word."""
-        slots: dict[str, int] = {}
-        ext = d_ids.copy()
-        for i, (w, d) in enumerate(zip(words, d_ids.tolist())):
-            if d >= self.g_vocab_size or d == UNK:
-                ext[i] = self.g_vocab_size + slots.setdefault(w, len(slots))
-        return ext
+            p.g_ext = extended_ids(p.words, p.d_ids, self.g_vocab_size)
+        if self.unlabeled:
+            self.unlabeled.encode_ids(self.vocab, self.g_vocab_size, hp.cache_dir, hp.num_proc)
 
     def _g_target(self, question: list[str], passage: Passage) -> np.ndarray:
         """MLE target ids: in-vocabulary words, OOV words of the paragraph by their copy slot, else <unk>; <eos>."""
@@ -350,20 +324,29 @@ class SemiSupervisedSquadDataModule(pl.LightningDataModule):
         return np.array(out + [EOS], dtype=np.int64)
 
     # ------------------------------------------------------------------------------------------------ batches
-    def collate(self, items: list[Item], with_question: bool, evaluation: bool = False) -> dict[str, Any]:
-        ps = [self.passages[it.passage] for it in items]
-        width = max(1, max(len(p.words) for p in ps))
-        n = len(items)
+    def _paragraphs(self, d_ids: list[np.ndarray], g_exts: list[np.ndarray], starts: list[int],
+                    ends: list[int]) -> dict[str, Any]:
+        width = max(1, max(len(d) for d in d_ids))
+        n = len(d_ids)
         p_ids = torch.full((n, width), PAD, dtype=torch.long)
         g_ext = torch.full((n, width), PAD, dtype=torch.long)
-        for r, p in enumerate(ps):
-            p_ids[r, :len(p.words)] = torch.from_numpy(p.d_ids)
-            g_ext[r, :len(p.words)] = torch.from_numpy(p.g_ext)
-        lengths = torch.tensor([len(p.words) for p in ps])
-        out: dict[str, Any] = {"p_ids": p_ids, "p_mask": torch.arange(width)[None, :] < lengths[:, None],
-                               "start": torch.tensor([it.start for it in items]),
-                               "end": torch.tensor([it.end for it in items]),
-                               "g_p_ext": g_ext, "g_p_ids": g_ext.masked_fill(g_ext >= self.g_vocab_size, UNK)}
+        for r, (d, g) in enumerate(zip(d_ids, g_exts)):
+            p_ids[r, :len(d)] = torch.from_numpy(d)
+            g_ext[r, :len(g)] = torch.from_numpy(g)
+        lengths = torch.tensor([len(d) for d in d_ids])
+        return {"p_ids": p_ids, "p_mask": torch.arange(width)[None, :] < lengths[:, None],
+                "start": torch.tensor(starts), "end": torch.tensor(ends),
+                "g_p_ext": g_ext, "g_p_ids": g_ext.masked_fill(g_ext >= self.g_vocab_size, UNK)}
+
+    def collate_unlabeled(self, pairs: list[int]) -> dict[str, Any]:
+        """U's pairs ``pairs`` (positions in ``self.unlabeled``) as a batch without questions."""
+        return self._paragraphs(*self.unlabeled.arrays(pairs))
+
+    def collate(self, items: list[Item], with_question: bool, evaluation: bool = False) -> dict[str, Any]:
+        ps = [self.passages[it.passage] for it in items]
+        out = self._paragraphs([p.d_ids for p in ps], [p.g_ext for p in ps], [it.start for it in items],
+                               [it.end for it in items])
+        n, width = out["p_ids"].shape
         if with_question:
             qs = [self.vocab.ids(it.question) for it in items]
             out["q_ids"], out["q_mask"] = _pad([torch.from_numpy(q) for q in qs])

@@ -54,12 +54,24 @@ def tokenize(text: str, norm: TextNorm = TextNorm()) -> tuple[list[str], np.ndar
 Tokenised = dict[str, tuple[list[str], np.ndarray]]  # text -> (normalised words, [n, 2] character spans)
 
 
-def _word_encoder(norm: TextNorm):
+def word_encoder(norm: TextNorm):
+    """A row encoder for :func:`genlab.data.text.encoded_texts.encode_rows`: a text's token starts and ends, its
+    normalised words as the row's tag (space-separated: a word holds no whitespace)."""
     def encode(text: str) -> tuple:
         words, spans = tokenize(text, norm)
-        return (spans[:, 0].tolist(), spans[:, 1].tolist()), (), " ".join(words)  # words hold no whitespace
+        return (spans[:, 0].tolist(), spans[:, 1].tolist()), (), " ".join(words)
 
     return encode
+
+
+def words_key(norm: TextNorm) -> tuple:
+    """What decides :func:`word_encoder`'s output (part of every cache key of GDAN's words)."""
+    return "gdan words", _TOKEN.pattern, norm.lowercase, norm.digits_to_zero
+
+
+def tag_words(tag: str) -> list[str]:
+    """A row's words back from its tag."""
+    return tag.split(" ") if tag else []
 
 
 def tokenize_all(texts: Iterable[str], norm: TextNorm, cache_dir: str | Path | None,
@@ -68,13 +80,13 @@ def tokenize_all(texts: Iterable[str], norm: TextNorm, cache_dir: str | Path | N
     (``genlab.data.text.encoded_texts``: spans as int arrays, the normalised words as each row's tag); keyed on the
     texts, the token pattern and the normalisation."""
     distinct = list(dict.fromkeys(texts))
-    key = ("gdan words", _TOKEN.pattern, norm.lowercase, norm.digits_to_zero, len(distinct), texts_digest(distinct))
-    rows = encode_rows(distinct, _word_encoder(norm), key, cache_dir, "gdan words", fields=("starts", "ends"),
+    key = (*words_key(norm), len(distinct), texts_digest(distinct))
+    rows = encode_rows(distinct, word_encoder(norm), key, cache_dir, "gdan words", fields=("starts", "ends"),
                        num_proc=num_proc, progress=(sum(map(text_bytes, distinct)), text_bytes))
     tags = rows.tags()
     if len(rows) != len(distinct) or len(tags) != len(distinct):
         raise DataError(f"encoded-text cache {rows.entry} does not match its texts; delete the folder and run again.")
-    return {t: (tags[i].split(" ") if tags[i] else [],
+    return {t: (tag_words(tags[i]),
                 np.stack([rows.row(i, "starts"), rows.row(i, "ends")], axis=1).astype(np.int64))
             for i, t in enumerate(distinct)}
 
@@ -85,6 +97,17 @@ def token_span(offsets: np.ndarray, start: int, end: int) -> tuple[int, int] | N
     if not len(offsets):
         return None
     return char_to_piece_span(Paragraph([0] * len(offsets), offsets[:, 0], offsets[:, 1]), start, end)
+
+
+def extended_ids(words: list[str], d_ids: np.ndarray, g_vocab_size: int) -> np.ndarray:
+    """G's extended ids: a word of G's vocabulary keeps its id, any other word gets a slot per distinct word after
+    G's vocabulary (the paragraph's copy slots)."""
+    slots: dict[str, int] = {}
+    ext = d_ids.copy()
+    for i, (w, d) in enumerate(zip(words, d_ids.tolist())):
+        if d >= g_vocab_size or d == UNK:
+            ext[i] = g_vocab_size + slots.setdefault(w, len(slots))
+    return ext
 
 
 class Vocabulary:

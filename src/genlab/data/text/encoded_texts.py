@@ -95,6 +95,12 @@ class EncodedRows:
         with open(self.entry / "tags.txt", encoding="utf-8", newline="") as f:
             return f.read().split("\n")[:-1]
 
+    def iter_tags(self) -> Iterator[str]:
+        """Every row's tag in order, one line at a time (memory: one tag, whatever the entry's size)."""
+        with open(self.entry / "tags.txt", encoding="utf-8", newline="\n") as f:
+            for line in f:
+                yield line[:-1]
+
 
 def _encode_piece(encode: RowEncoder, n_fields: int, n_values: int) -> Callable[[list], tuple]:
     def run(rows: list) -> tuple:
