@@ -252,7 +252,9 @@ def _prose(words: Words) -> Callable[[float], str]:
 
 def write_mnli(root: Path, scale: float) -> None:
     """GLUE MNLI TSVs: 392,702 training pairs (premise ~22 words, hypothesis ~11) with every column of the real
-    files (binary and full parses included); dev and test, matched and mismatched, ~9.8k rows each."""
+    files (binary and full parses included); dev and test, matched and mismatched, ~9.8k rows each. As in MultiNLI
+    (Williams et al. 2018, §2: a writer gives each premise one hypothesis per label), every premise has three
+    hypotheses, and the rows are shuffled."""
     text, rng = _prose(Words(60_000, 5.5)), np.random.default_rng(1)
     labels = ("contradiction", "entailment", "neutral")
     for split, n, n_labels in (("train", 392_702, 1), ("dev_matched", 9_815, 5), ("dev_mismatched", 9_832, 5),
@@ -260,14 +262,17 @@ def write_mnli(root: Path, scale: float) -> None:
         head = ["index", "promptID", "pairID", "genre", "sentence1_binary_parse", "sentence2_binary_parse",
                 "sentence1_parse", "sentence2_parse", "sentence1", "sentence2"]
         head += [f"label{i + 1}" for i in range(n_labels)] + (["gold_label"] if n_labels else [])
+        rows = max(1, int(n * scale))
+        premises = [text(22) for _ in range((rows + 2) // 3)]
         with open(root / f"{split}.tsv", "w", encoding="utf-8") as f:
             f.write("\t".join(head) + "\n")
-            for i in range(max(1, int(n * scale))):
-                a, b = text(22), text(11)
+            for i, j in enumerate(rng.permutation(3 * len(premises))[:rows]):  # premise j // 3, label j % 3
+                a, b = premises[j // 3], text(11)
                 parses = [f"( {s} )" for s in (a, b)] + [f"(ROOT (S {' '.join(f'(NN {w})' for w in s.split())}))"
                                                         for s in (a, b)]
-                gold = [labels[int(rng.integers(3))]] * (n_labels + 1) if n_labels else []
-                f.write("\t".join([str(i), str(i), f"{i}e", "fiction", *parses, a, b, *gold]) + "\n")
+                gold = [labels[j % 3]] * (n_labels + 1) if n_labels else []
+                f.write("\t".join([str(i), str(j // 3), f"{j // 3}{'cen'[j % 3]}", "fiction", *parses, a, b, *gold])
+                        + "\n")
 
 
 def write_yelp5(root: Path, scale: float) -> None:

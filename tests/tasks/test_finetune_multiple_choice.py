@@ -162,8 +162,7 @@ def test_race_predictions_gathered_over_two_ddp_processes(tmp_path):
                         max_qa_length=32, eval_batch_size=8)
     dm.setup("test")  # trains the tokenizer once, before the processes start
     test = dm.data["test"]  # an odd number of questions, so the sampler pads rank 1 with a repeat
-    fields = (test.ids, test.seg, test.mask, test.labels, test.levels, test.qids)
-    dm.data["test"] = type(test)(*(x[:241] for x in fields))
+    test.order = test.order[:241]
     torch.manual_seed(0)
     m = XLNetLMHeadModel(dm.model_overrides()["vocab_size"], n_layer=1, d_model=32, n_head=4, d_head=8, d_inner=64)
     t = MultipleChoiceTask(m, functools.partial(AdamWeightDecay, lr=1e-3), None)

@@ -15,8 +15,11 @@ from genlab.data.finetune.gpt_datamodules import (
     GPTRaceDataModule,
     GPTStoryClozeDataModule,
 )
-from genlab.data.finetune.gpt_transforms import SpecialTokens
+from genlab.data.finetune.gpt_transforms import SpecialTokens, multiple_choice, story_cloze
+from genlab.data.finetune.race import read_race
+from genlab.data.finetune.story_cloze import TEST_FILE, VAL_FILE, read_stories, release_split
 from genlab.data.loading.resumable import EpochShuffle
+from genlab.data.sources.tiers import locate
 from genlab.errors import DataError
 
 
@@ -65,10 +68,16 @@ def test_pairs_are_entailment_or_both_orders(cache):
 def test_race_gives_one_sequence_per_option_with_the_same_document_prefix(cache):
     dm = setup(GPTRaceDataModule(source="mini", cache_dir=cache, vocab_size=800, max_seq_len=64, batch_size=3))
     sp = SpecialTokens.after_vocab(dm.tokenizer.vocab_size)
-    choices = dm.data["train"].tokens[0]
+    choices = dm.data["train"][0]["tokens"]
     assert len(choices) == 4 and all(len(c) <= 64 and c[0] == sp.start and c[-1] == sp.extract for c in choices)
     prefixes = {tuple(c[: c.index(sp.delimiter)]) for c in choices}
     assert len({p[:10] for p in prefixes}) == 1  # every option reads the same document first
+    questions, ids = read_race(locate(dm._spec(), "mini", None, cache), "train"), dm.tokenizer.encode
+    for i in (0, 7, len(questions) - 1):  # the cached row laid out = the question straight from its file
+        q = questions[i]
+        assert dm.data["train"][i]["tokens"] == multiple_choice(ids(q.article), ids(q.question),
+                                                               [ids(o) for o in q.options], sp, 64)
+        assert (dm.data["train"][i]["labels"], dm.data["train"][i]["qid"]) == (q.label, q.qid)
     batch = next(iter(dm.train_dataloader()))
     assert batch["input_ids"].shape[:2] == (3, 4) and set(batch) >= {"labels", "level", "qid", "lm_mask"}
 
@@ -76,10 +85,18 @@ def test_race_gives_one_sequence_per_option_with_the_same_document_prefix(cache)
 def test_story_cloze_cuts_story_and_ending_to_half_the_context(cache):
     dm = setup(GPTStoryClozeDataModule(source="mini", cache_dir=cache, vocab_size=800, max_seq_len=24, n_dev=100))
     sp, part = SpecialTokens.after_vocab(dm.tokenizer.vocab_size), 24 // 2 - 2
-    for pair in dm.data["train"].tokens[:50]:
+    for pair in (dm.data["train"][i]["tokens"] for i in range(50)):
         for seq in pair:
             d = seq.index(sp.delimiter)
             assert seq[0] == sp.start and seq[-1] == sp.extract and d - 1 <= part and len(seq) - d - 2 <= part
+    root, ids = locate(dm._spec(), "mini", None, cache), dm.tokenizer.encode
+    train, dev = release_split(read_stories(root / VAL_FILE), 100)  # the release's split of the file's stories
+    for name, stories in (("train", train), ("dev", dev), ("test", read_stories(root / TEST_FILE))):
+        assert [dm.data[name][i]["qid"] for i in range(len(dm.data[name]))] == [s.story_id for s in stories]
+        for i in (0, len(stories) - 1):
+            s = stories[i]
+            assert dm.data[name][i]["tokens"] == story_cloze(ids(s.context), [ids(e) for e in s.endings], sp, part)
+            assert dm.data[name][i]["labels"] == s.label
     assert len(dm.data["dev"]) == 100
     assert next(iter(dm.test_dataloader()))["input_ids"].shape[1] == 2
 

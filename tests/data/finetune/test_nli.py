@@ -62,3 +62,49 @@ def test_minis_are_in_the_official_layout_and_feed_the_classification_datamodule
     dm.setup("fit")
     assert dm.n_labels == len(ds.labels) and dm.dev_splits == ["dev"] and dm.test_split_names() == ["test"]
     assert len(dm.test_dataloader()) == 1 and len(dm.splits["test"]) == len(splits["test"])
+
+
+def test_a_premise_with_several_hypotheses_is_tokenised_and_stored_once(tmp_path, monkeypatch):
+    """MNLI/SNLI pair each premise with three hypotheses, in shuffled order: every distinct premise is tokenised
+    once and its ids stored in its first row, later rows point there; the pairs read back are the per-row
+    tokenisation, the entry is the same with two tokenising processes, and a full digest table stores later
+    premises per row (memory stays bounded) with the same values."""
+    import zlib
+
+    import genlab.data.text.encoded_texts as et
+
+    premises = [f"Premise {k} says something." for k in range(5)]
+    rows = [(premises[(7 * i) % 5], f"Hypothesis {i}.", ("entailment", "neutral", "contradiction")[i % 3], f"p{i}")
+            for i in range(30)]  # each premise six times, never twice in a row
+    root = tmp_path / "snli"
+    root.mkdir()
+    for split in nli.SPLITS:
+        (root / f"snli_1.0_{split}.jsonl").write_text("".join(snli_line(y, a, b, p) for a, b, y, p in rows))
+    calls = []
+
+    class Tok:
+        identity, vocab_size = "crc32 words", 1010
+
+        def encode(self, text):
+            calls.append(text)
+            return [10 + zlib.crc32(w.encode()) % 1000 for w in text.split()]
+
+    monkeypatch.setattr(ClassificationDataModule, "_load_tokenizer", lambda self, texts: Tok())
+    monkeypatch.setattr(et, "PIECE_TEXTS", 4)  # 8 pieces a split: both processes really encode
+    dms = [ClassificationDataModule("snli", path=str(root), cache_dir=str(tmp_path / f"c{n}"), num_proc=n)
+           for n in (1, 2)]
+    for dm in dms:
+        dm.setup("fit")
+    assert sorted(calls) == sorted(3 * (premises + [b for _, b, _, _ in rows]))  # 3 splits, one process
+    for split in nli.SPLITS:
+        for dm in dms:
+            assert [dm.splits[split].pair(i) for i in range(30)] == [(Tok().encode(a), Tok().encode(b))
+                                                                     for a, b, _, _ in rows]
+    for a in (tmp_path / "c1" / "encoded").glob("*/*.npy"):
+        assert a.read_bytes() == (tmp_path / "c2" / "encoded" / a.parent.name / a.name).read_bytes(), a
+    from genlab.data.finetune.datamodule import share_first_texts
+
+    examples = list(nli.read_snli(root / "snli_1.0_train.jsonl"))
+    assert [s for _, s in share_first_texts(examples)][:7] == [-1, -1, -1, -1, -1, 0, 1]
+    capped = [s for _, s in share_first_texts(examples, limit=2)]
+    assert capped[:7] == [-1, -1, -1, -1, -1, 0, 1] and capped[7:10] == [-1, -1, -1]  # premises 2-4: never kept

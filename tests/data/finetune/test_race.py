@@ -4,16 +4,18 @@ contamination)."""
 from __future__ import annotations
 
 import json
+import zlib
 
 import numpy as np
 import pytest
 
+import genlab.data.text.encoded_texts as et
 from genlab.data.finetune.datamodule import CLS_ID, SEP_ID
 from genlab.data.finetune.race import (
-    check_unique_ids,
     encode_question,
     qa_text,
     read_race,
+    unique_ids,
 )
 from genlab.data.finetune.race_mini import build_race_mini
 from genlab.errors import DataError
@@ -56,9 +58,9 @@ def test_question_ids_must_be_unique_within_a_split(tmp_path):
     for level in ("middle", "high"):  # both files claim id middle1.txt: predictions keyed by id would collide
         write(tmp_path, "dev", level, "1.txt", race_obj())
     with pytest.raises(DataError, match="'middle1.txt-0' occurs twice"):
-        check_unique_ids(read_race(tmp_path, "dev"), "dev")
+        list(unique_ids(read_race(tmp_path, "dev"), "dev"))
     write(tmp_path, "dev", "high", "1.txt", race_obj(id="high1.txt"))
-    check_unique_ids(read_race(tmp_path, "dev"), "dev")
+    assert len(list(unique_ids(read_race(tmp_path, "dev"), "dev"))) == 4
 
 def test_missing_option_and_bad_answer_name_the_file(tmp_path):
     write(tmp_path, "train", "middle", "7.txt", race_obj(options=[["a", "b", "c"], ["a", "b", "c", "d"]]))
@@ -196,3 +198,39 @@ def test_race_datamodule_reads_a_checkpoint_folder_tokenizer(tmp_path):
     batch = next(iter(dm.train_dataloader()))
     assert batch["input_ids"].shape[1:] == (4, 32) and bool((batch["input_ids"][:, :, 0] == dm.tokenizer.cls_id).all())
     assert int(batch["input_ids"].max()) < dm.tokenizer.vocab_size
+
+
+class HashTok:
+    """One id per whitespace word from its CRC32: stateless, so tokenising processes agree."""
+
+    identity, vocab_size = "crc32 words", 1010
+
+    def encode(self, text):
+        return [10 + zlib.crc32(w.encode()) % 1000 for w in text.split()]
+
+
+def test_streamed_splits_are_the_direct_layout_for_any_process_count(tmp_path, monkeypatch):
+    """Each split is streamed into its cache entry and laid out per question as ``encode_question`` lays out the
+    question read straight from its file; two tokenising processes write the one-process entry byte for byte."""
+    from genlab.data.finetune.race import RaceDataModule
+
+    build_race_mini(tmp_path / "race", n_paragraphs=60)
+    monkeypatch.setattr(et, "PIECE_TEXTS", 16)  # several pieces: both processes really encode
+    monkeypatch.setattr(RaceDataModule, "_make_tokenizer", lambda self, train: HashTok())
+    dms = [RaceDataModule(path=str(tmp_path / "race"), cache_dir=str(tmp_path / f"cache{n}"), max_seq_len=40,
+                          max_qa_length=12, num_proc=n) for n in (1, 2)]
+    for dm in dms:
+        dm.setup("fit")
+    files = list((tmp_path / "cache1" / "encoded").glob("*/*.*"))
+    assert len(files) == 3 * 5  # per split: manifest, offsets, ids, values, tags
+    for a in files:
+        assert a.read_bytes() == (tmp_path / "cache2" / "encoded" / a.parent.name / a.name).read_bytes(), a
+    for split in ("train", "dev", "test"):
+        questions, data = read_race(tmp_path / "race", split), dms[1].data[split]
+        assert len(data) == len(questions) > 5 and data.labels.tolist() == [q.label for q in questions]
+        for i in (0, 1, len(questions) // 2, len(questions) - 1):
+            q, item = questions[i], data[i]
+            for got, want in zip(("input_ids", "token_type_ids", "attention_mask"),
+                                 encode_question(q, HashTok(), 40, 12, "xlnet")):
+                assert item[got].tolist() == want.tolist(), (split, i, got)
+            assert (item["labels"], item["level"], item["qid"], item["index"]) == (q.label, q.level, q.qid, i)

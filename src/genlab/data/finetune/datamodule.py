@@ -17,6 +17,7 @@ and SciTail (``genlab.data.finetune.nli``) validate on dev and test on their lab
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from itertools import chain, islice
@@ -94,10 +95,32 @@ def pair_item(a: list[int], b: list[int] | None, label: float | None, layout: st
     return item
 
 
+SHARED_TEXTS = 1 << 18  # distinct first texts a split remembers (~30 MB): MNLI's ~130k premises, SNLI's ~150k
+
+
+def share_first_texts(examples: Iterable[glue.Example], limit: int = SHARED_TEXTS
+                      ) -> Iterator[tuple[glue.Example, int]]:
+    """Each example with the row of the first earlier pair whose text A is the same, or -1: an NLI premise comes
+    with three hypotheses (MNLI: 393k pairs, ~130k premises, in shuffled order), so it is tokenised and stored
+    once. Texts are remembered by a 128-bit digest, at most ``limit`` of them (later ones are then stored per row:
+    memory stays bounded); single texts are never shared. Decided here, in reading order, so the entry is the same
+    for any number of tokenising processes."""
+    first: dict[bytes, int] = {}
+    for row, ex in enumerate(examples):
+        shared = -1
+        if ex.text_b is not None:
+            digest = hashlib.blake2b(ex.text_a.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+            shared = first.get(digest, -1)
+            if shared < 0 and len(first) < limit:
+                first[digest] = row
+        yield ex, shared
+
+
 class EncodedSplit(Dataset):
     """One split read lazily from its memory-mapped cache entry (:class:`genlab.data.text.encoded_texts.EncodedRows`):
     per example the ids of text A then text B, and the values (len A, len B or -1 without B, label or NaN when
-    unlabelled). ``make_item(a, b, label)`` lays one example out when a batch asks for it, so memory holds the
+    unlabelled, and the earlier row whose A this example shares or -1: then its own row holds only B, see
+    :func:`share_first_texts`). ``make_item(a, b, label)`` lays one example out when a batch asks for it, so memory holds the
     ids' pages in use, never ``[N, T]`` arrays (Amazon-2 at 512 would take 22 GB laid out in advance)."""
 
     def __init__(self, name: str, rows: EncodedRows, make_item: Callable[..., dict[str, Any]], labelled: bool,
@@ -109,8 +132,11 @@ class EncodedSplit(Dataset):
         return len(self.rows)
 
     def pair(self, i: int) -> tuple[list[int], list[int] | None]:
-        ids, (len_a, len_b) = self.rows.row(i).tolist(), self.rows.values[i, :2]
-        return ids[:int(len_a)], (ids[int(len_a):] if len_b >= 0 else None)
+        ids, (len_a, len_b, _, shared) = self.rows.row(i).tolist(), self.rows.values[i].tolist()
+        len_a, shared = int(len_a), int(shared)
+        # a first text met earlier in the split (a premise with several hypotheses) is stored in that row only
+        a = self.rows.row(shared)[:int(self.rows.values[shared, 0])].tolist() if shared >= 0 else ids[:len_a]
+        return a, (ids[len_a:] if len_b >= 0 else None)
 
     @property
     def labels(self) -> np.ndarray | None:
@@ -257,16 +283,17 @@ class ClassificationDataModule(ResumableTrainOrder, pl.LightningDataModule):
             return load_tokenizer(self.tokenizer_file, self.lower)
         return PieceTokenizer(piece_model(train_texts, self.cache_dir, self.vocab_size), self.lower)
 
-    def _encoder(self) -> Callable[[glue.Example], tuple]:
-        """Example -> (A's ids then B's, (len A, len B or -1, label index / score / NaN), guid); runs in the
-        tokenising processes."""
+    def _encoder(self) -> Callable[[tuple[glue.Example, int]], tuple]:
+        """(Example, row sharing its A or -1) -> (A's ids unless shared, then B's; (len A stored here, len B or -1,
+        label index / score / NaN, the shared row); guid); runs in the tokenising processes."""
         tok, labels, regression = self.tokenizer, self.labels, self.is_regression
 
-        def encode(ex: glue.Example) -> tuple:
-            a = list(tok.encode(ex.text_a))
+        def encode(item: tuple[glue.Example, int]) -> tuple:
+            ex, shared = item
+            a = list(tok.encode(ex.text_a)) if shared < 0 else []
             b = list(tok.encode(ex.text_b)) if ex.text_b is not None else []
             label = (np.nan if ex.label is None else float(ex.label) if regression else labels.index(ex.label))
-            return (a + b,), (len(a), -1 if ex.text_b is None else len(b), label), ex.guid
+            return (a + b,), (len(a), -1 if ex.text_b is None else len(b), label, shared), ex.guid
 
         return encode
 
@@ -280,8 +307,8 @@ class ClassificationDataModule(ResumableTrainOrder, pl.LightningDataModule):
         key = (self.task, name, stamp,
                tokenizer_identity(self.tokenizer), self.labels, self.max_train_examples if name == "train" else None,
                (self.n_folds, self.fold))
-        return encode_rows(self._examples(name), self._encoder(), key, self.cache_dir, f"{self.task} {name}",
-                           n_values=3, num_proc=self.num_proc)
+        return encode_rows(share_first_texts(self._examples(name)), self._encoder(), key, self.cache_dir,
+                           f"{self.task} {name}", n_values=4, num_proc=self.num_proc)
 
     def _encode(self, name: str, rows: EncodedRows, labelled: bool) -> Dataset:
         make_item = partial(pair_item, layout=self.layout, max_len=self.max_seq_len, regression=self.is_regression,

@@ -10,6 +10,9 @@ transformations (``genlab.data.finetune.gpt_transforms``) and tokenizer (``genla
   split of the validation file for train / dev, the test file for test; ``<s> story $ ending <e>`` per ending, both
   parts cut to ``max_seq_len // 2 − 2`` tokens (``transform_roc``).
 
+RACE and Story Cloze are streamed into the encoded-text cache (``genlab.data.finetune.encoded_choices``: one row of
+ids per question or story, tokenised over ``data.num_proc`` processes) and laid out one example at a time.
+
 Batches (right padding to the longest sequence of the batch, as the release shrinks ``n_ctx``): ``input_ids`` /
 ``lm_mask`` long ``[B, T]`` (one sequence), ``[B, 2, T]`` (both orders) or ``[B, K, T]`` (choices); ``labels``
 ``[B]`` (long, or float for STS-B); ``index`` ``[B]``; RACE adds ``level`` ``[B]`` (0 middle, 1 high) and ``qid``.
@@ -24,8 +27,9 @@ batches it would have seen.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from functools import partial
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -36,12 +40,13 @@ from torch.utils.data import DataLoader, Dataset
 from genlab.data.finetune import gpt_transforms as T
 from genlab.data.finetune import story_cloze as sc
 from genlab.data.finetune.datamodule import ClassificationDataModule, EncodedSplit
-from genlab.data.finetune.race import RaceDataModule, RaceQuestion, question_bytes
+from genlab.data.finetune.encoded_choices import EncodedChoices, texts_encoder
+from genlab.data.finetune.race import RaceDataModule, RaceQuestion
 from genlab.data.finetune.tokenizer_cache import cached_tokenizer_model
 from genlab.data.loading.resumable import ResumableTrainOrder
 from genlab.data.sources.tiers import locate
-from genlab.data.text.encoded_texts import EncodedRows, tokenize_texts
-from genlab.data.text.progress import tracked
+from genlab.data.text.cache_entry import file_stamp
+from genlab.data.text.encoded_texts import EncodedRows, encode_rows, tokenizer_identity
 from genlab.data.tokenizers.gpt_bpe import (
     GPTSentencePiece,
     GPTTokenizer,
@@ -61,23 +66,6 @@ def gpt_tokenizer(path: str | None, texts: Callable[[], Iterable[str | None]], c
         return load_gpt_tokenizer(path)
     return GPTSentencePiece(cached_tokenizer_model(texts, cache_dir, "gpt_bpe", vocab_size,
                                                    lambda text, model: train_gpt_bpe([text], model, vocab_size)))
-
-
-class GPTExamples(Dataset):
-    """Transformed examples: ``tokens`` (one id list, or a group of them) and ``labels`` per example."""
-
-    def __init__(self, tokens: list, labels: Sequence | None, extra: dict[str, Sequence] | None = None,
-                 guids: list[str] | None = None):
-        self.tokens, self.labels, self.extra, self.guids = tokens, labels, extra or {}, guids
-
-    def __len__(self) -> int:
-        return len(self.tokens)
-
-    def __getitem__(self, i: int) -> dict[str, Any]:
-        item = {"tokens": self.tokens[i], "index": i, **{k: v[i] for k, v in self.extra.items()}}
-        if self.labels is not None:
-            item["labels"] = self.labels[i]
-        return item
 
 
 def collate(items: list[dict[str, Any]]) -> dict[str, Any]:
@@ -159,8 +147,15 @@ class GPTClassificationDataModule(GPTLoaders, ClassificationDataModule):
 
 
 # ------------------------------------------------------------------------------------------------ RACE
+def race_item(texts: list[list[int]], special: T.SpecialTokens, max_len: int) -> dict[str, Any]:
+    """One question's choices from a cached row's texts (article, question, the 4 options)."""
+    return {"tokens": T.multiple_choice(texts[0], texts[1], texts[2:], special, max_len)}
+
+
 class GPTRaceDataModule(GPTLoaders, RaceDataModule):
     """RACE with one ``<s> article question $ option <e>`` per option (the article cut from its end to fit)."""
+
+    encoding, n_texts = "article, question, options", 6
 
     def __init__(self, source: str = "path", path: str | None = None, cache_dir: str | None = None,
                  tokenizer: str | None = None, vocab_size: int = 40478, max_seq_len: int = 512, batch_size: int = 32,
@@ -169,19 +164,17 @@ class GPTRaceDataModule(GPTLoaders, RaceDataModule):
                          max_seq_len, batch_size, eval_batch_size, num_workers, num_proc)
         self.seed = seed
 
-    def _make_tokenizer(self, root: Path, train: list[RaceQuestion]) -> GPTTokenizer:
-        texts = lambda: [*dict.fromkeys(q.article for q in train), *(q.question for q in train),
-                         *(o for q in train for o in q.options)]
+    def _make_tokenizer(self, train: Callable[[], Iterable[RaceQuestion]]) -> GPTTokenizer:
+        texts = lambda: chain(dict.fromkeys(q.article for q in train()), (q.question for q in train()),
+                              (o for q in train() for o in q.options))
         return gpt_tokenizer(self.tokenizer_file, texts, self.cache_dir, self.vocab_size)
 
     def _texts(self, q: RaceQuestion) -> list[str]:
         return [q.article, q.question, *q.options]
 
-    def _dataset(self, qs: list[RaceQuestion]) -> GPTExamples:
-        ids, sp = self.encoded.ids, T.SpecialTokens.after_vocab(self.tokenizer.vocab_size)
-        tokens = [T.multiple_choice(ids(q.article), ids(q.question), [ids(o) for o in q.options], sp, self.max_seq_len)
-                  for q in tracked(qs, "laying out RACE questions", question_bytes)]
-        return GPTExamples(tokens, [q.label for q in qs], {"level": [q.level for q in qs], "qid": [q.qid for q in qs]})
+    def _item_maker(self) -> Callable[[list[list[int]]], dict[str, Any]]:
+        return partial(race_item, special=T.SpecialTokens.after_vocab(self.tokenizer.vocab_size),
+                       max_len=self.max_seq_len)
 
     def train_dataloader(self) -> DataLoader:
         return self.train_loader(self.data["train"], self.batch_size)
@@ -191,6 +184,11 @@ class GPTRaceDataModule(GPTLoaders, RaceDataModule):
 
 
 # ------------------------------------------------------------------------------------------------ Story Cloze
+def story_item(texts: list[list[int]], special: T.SpecialTokens, max_part: int) -> dict[str, Any]:
+    """One story's two choices from a cached row's texts (the story, its two endings)."""
+    return {"tokens": T.story_cloze(texts[0], texts[1:], special, max_part)}
+
+
 class GPTStoryClozeDataModule(GPTLoaders, ResumableTrainOrder, pl.LightningDataModule):
     """Story Cloze (``source``: ``path`` = the folder of the two official CSVs, or ``mini``); validation = the dev
     part of the release split, test = the test file."""
@@ -206,7 +204,7 @@ class GPTStoryClozeDataModule(GPTLoaders, ResumableTrainOrder, pl.LightningDataM
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
         self.num_workers, self.seed = num_workers, seed
         self.tokenizer: GPTTokenizer | None = None
-        self.data: dict[str, GPTExamples] = {}
+        self.data: dict[str, EncodedChoices] = {}
 
     def _spec(self):
         return sc.STORY_CLOZE_MINI if self.source == "mini" else sc.STORY_CLOZE
@@ -218,18 +216,24 @@ class GPTStoryClozeDataModule(GPTLoaders, ResumableTrainOrder, pl.LightningDataM
         if self.data:
             return
         root = locate(self._spec(), self.source, self.path, self.cache_dir)
-        train, dev = sc.release_split(sc.read_stories(root / sc.VAL_FILE), self.n_dev, self.split_seed)
-        splits = {"train": train, "dev": dev, "test": sc.read_stories(root / sc.TEST_FILE)}
-        texts = lambda: [t for s in train for t in (s.context, *s.endings)]
+        # a BPE trained here sees the release's training stories in its order (the whole 1,871-story file is read)
+        texts = lambda: [t for s in sc.release_split(sc.read_stories(root / sc.VAL_FILE), self.n_dev,
+                                                     self.split_seed)[0] for t in (s.context, *s.endings)]
         tok = self.tokenizer = gpt_tokenizer(self.tokenizer_file, texts, self.cache_dir, self.vocab_size)
-        encoded = tokenize_texts((t for stories in splits.values() for s in stories for t in (s.context, *s.endings)),
-                                 tok, self.cache_dir, "story_cloze texts", self.num_proc)
-        sp, part = T.SpecialTokens.after_vocab(tok.vocab_size), self.max_seq_len // 2 - 2
-        for name, stories in splits.items():
-            tokens = [T.story_cloze(encoded.ids(s.context), [encoded.ids(e) for e in s.endings], sp, part)
-                      for s in stories]
-            self.data[name] = GPTExamples(tokens, [s.label for s in stories],
-                                          {"qid": [s.story_id for s in stories]})
+        make_item = partial(story_item, special=T.SpecialTokens.after_vocab(tok.vocab_size),
+                            max_part=self.max_seq_len // 2 - 2)
+        val, test = self._encode_file(root, sc.VAL_FILE, "val"), self._encode_file(root, sc.TEST_FILE, "test")
+        train, dev = sc.release_order(len(val), self.n_dev, self.split_seed)
+        self.data = {"train": EncodedChoices(val, make_item, order=train), "dev": EncodedChoices(val, make_item, order=dev),
+                     "test": EncodedChoices(test, make_item)}
+
+    def _encode_file(self, root: Path, name: str, part: str) -> EncodedRows:
+        """One official CSV streamed into its cache entry: per story its context's and endings' ids."""
+        key = ("story_cloze", file_stamp(root, [name]), tokenizer_identity(self.tokenizer))
+        encode = texts_encoder(self.tokenizer.encode, lambda s: (s.context, *s.endings), lambda s: (s.label,),
+                               lambda s: s.story_id)
+        return encode_rows(sc.iter_stories(root / name), encode, key, self.cache_dir, f"story_cloze {part}", n_values=4,
+                           num_proc=self.num_proc)
 
     def model_overrides(self) -> dict[str, Any]:
         return {"vocab_size": self.tokenizer.vocab_size}

@@ -12,32 +12,40 @@ a fresh copy of the article pieces (the released code's cross-option contaminati
 reproduced).
 
 Batches: ``input_ids``/``token_type_ids``/``attention_mask`` [B, 4, T], ``labels`` [B], ``level`` [B] (0 middle,
-1 high) and ``qid`` (list of B question ids ``<file id>-<question index>``, unique within a split; the key of the
-task's predictions file).
+1 high), ``index`` [B] (position in the split) and ``qid`` (list of B question ids ``<file id>-<question index>``,
+unique within a split; the key of the task's predictions file).
+
+Preparation is bounded: a split is read one article file at a time, tokenised over ``data.num_proc`` processes into
+a manifest-checked cache entry (``genlab.data.finetune.encoded_choices``) and read back one question at a time, so
+memory does not grow with the number of questions.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytorch_lightning as pl
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
 
 from genlab.data.finetune.datamodule import encode_pair
 from genlab.data.finetune.downloads import race_spec
+from genlab.data.finetune.encoded_choices import EncodedChoices, texts_encoder
 from genlab.data.finetune.race_mini import RACE_MINI
 from genlab.data.finetune.tokenizer_cache import piece_model
 from genlab.data.loading.resumable import ResumableTrainOrder
 from genlab.data.sources.tiers import DatasetSpec, locate
+from genlab.data.text.cache_entry import file_stamp
 from genlab.data.text.chunks import Piece, decode_piece, total_bytes
-from genlab.data.text.encoded_texts import EncodedTexts, tokenize_texts
-from genlab.data.text.progress import Progress, text_bytes, tracked
+from genlab.data.text.encoded_texts import EncodedRows, encode_rows, tokenizer_identity
+from genlab.data.text.progress import Progress
 from genlab.data.tokenizers.from_checkpoint import load_tokenizer, special_ids
 from genlab.data.tokenizers.xlnet_pieces import PieceTokenizer
 from genlab.errors import DataError
@@ -56,68 +64,85 @@ class RaceQuestion:
     level: int
 
 
-def read_race(root: Path, split: str) -> list[RaceQuestion]:
-    out = []
+def split_files(root: Path, split: str) -> list[tuple[int, Path]]:
+    """(level, file) of every article of ``split``, middle then high, each level's files in name order."""
     files = []
     for level, name in enumerate(LEVELS):
         folder = Path(root) / split / name
         if not folder.is_dir():
             raise DataError(f"RACE folder {folder} does not exist; data.path must hold {{train,dev,test}}/{{middle,high}}/.")
         files += [(level, path) for path in sorted(folder.glob("*.txt"))]
+    return files
+
+
+def iter_race(root: Path, split: str) -> Iterator[RaceQuestion]:
+    """The questions of ``split``, read one article file at a time (a file's questions share its article)."""
+    files = split_files(root, split)
     progress = Progress(f"reading RACE {split} ({len(files)} files)", total_bytes([p for _, p in files]))
+    n = 0
     for level, path in files:
         raw = path.read_bytes()
         progress.advance(len(raw))
-        text = decode_piece(Piece(str(path), 0, raw, True))  # a binary or non-UTF-8 file: named with its offset
-        try:
-            obj = json.loads(text)
-            article, questions, options, answers = obj["article"], obj["questions"], obj["options"], obj["answers"]
-        except (json.JSONDecodeError, KeyError, TypeError) as err:
-            raise DataError(f"{path}: not a RACE JSON file (article, questions, options, answers): {err}"
-                            f"{' (the file is empty)' if not raw else ''}; replace it with the file from RACE.tar.gz "
-                            "or remove it.") from err
-        if not len(questions) == len(options) == len(answers):
-            raise DataError(f"{path}: {len(questions)} questions, {len(options)} option lists and "
-                            f"{len(answers)} answers; they must match.")
-        for k, (q, opts, ans) in enumerate(zip(questions, options, answers)):
-            if not isinstance(opts, list) or len(opts) != 4:
-                n = len(opts) if isinstance(opts, list) else opts
-                raise DataError(f"{path}, question {k}: {n} options, RACE needs exactly 4 (A-D).")
-            for j, o in enumerate(opts):
-                if not isinstance(o, str):
-                    raise DataError(f"{path}, question {k}: option {LETTERS[j]} is {o!r}, not text; fix the file.")
-            if not isinstance(q, str):
-                raise DataError(f"{path}, question {k}: the question is {q!r}, not text; fix the file.")
-            if ans not in LETTERS:
-                raise DataError(f"{path}, question {k}: answer {ans!r} is not one of A, B, C, D.")
-            out.append(RaceQuestion(f"{obj.get('id', path.stem)}-{k}", article, q, tuple(opts),
-                                    LETTERS.index(ans), level))
+        for q in _questions(path, raw, level):
+            n += 1
+            yield q
     progress.finish()
-    if not out:
+    if not n:
         raise DataError(f"RACE split {Path(root) / split} holds no questions.")
+
+
+def read_race(root: Path, split: str) -> list[RaceQuestion]:
+    return list(iter_race(root, split))
+
+
+def _questions(path: Path, raw: bytes, level: int) -> list[RaceQuestion]:
+    text = decode_piece(Piece(str(path), 0, raw, True))  # a binary or non-UTF-8 file: named with its offset
+    try:
+        obj = json.loads(text)
+        article, questions, options, answers = obj["article"], obj["questions"], obj["options"], obj["answers"]
+    except (json.JSONDecodeError, KeyError, TypeError) as err:
+        raise DataError(f"{path}: not a RACE JSON file (article, questions, options, answers): {err}"
+                        f"{' (the file is empty)' if not raw else ''}; replace it with the file from RACE.tar.gz "
+                        "or remove it.") from err
+    if not len(questions) == len(options) == len(answers):
+        raise DataError(f"{path}: {len(questions)} questions, {len(options)} option lists and "
+                        f"{len(answers)} answers; they must match.")
+    out = []
+    for k, (q, opts, ans) in enumerate(zip(questions, options, answers)):
+        if not isinstance(opts, list) or len(opts) != 4:
+            n = len(opts) if isinstance(opts, list) else opts
+            raise DataError(f"{path}, question {k}: {n} options, RACE needs exactly 4 (A-D).")
+        for j, o in enumerate(opts):
+            if not isinstance(o, str):
+                raise DataError(f"{path}, question {k}: option {LETTERS[j]} is {o!r}, not text; fix the file.")
+        if not isinstance(q, str):
+            raise DataError(f"{path}, question {k}: the question is {q!r}, not text; fix the file.")
+        if ans not in LETTERS:
+            raise DataError(f"{path}, question {k}: answer {ans!r} is not one of A, B, C, D.")
+        out.append(RaceQuestion(f"{obj.get('id', path.stem)}-{k}", article, q, tuple(opts), LETTERS.index(ans), level))
     return out
-
-
-def question_bytes(q: RaceQuestion) -> int:
-    return text_bytes(q.article, q.question, *q.options)
 
 
 def qa_text(question: str, option: str) -> str:
     return question.replace("_", option) if "_" in question else f"{question} {option}"
 
 
-def encode_question(q: RaceQuestion, tok, max_seq_len: int, max_qa_length: int, layout: str,
-                    ids: Callable[[str], list[int]] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The 4 rows of one question; ``ids`` (default ``tok.encode``) looks the pieces of a text up."""
-    ids = ids or tok.encode
-    specials = special_ids(tok)  # a WordPiece vocabulary's [CLS]/[SEP]/[PAD]; none for SentencePiece
+def layout_specials(tok, layout: str) -> dict[str, int]:
+    """The special ids ``layout`` uses with ``tok``: a WordPiece vocabulary's [CLS]/[SEP]/[PAD]; none (XLNet's fixed
+    ids) for SentencePiece."""
+    specials = special_ids(tok)
     if specials and layout == "xlnet":
         raise DataError(f"data.layout={layout!r} with a WordPiece (BERT) tokenizer: a BERT checkpoint reads "
                         "[CLS] article [SEP] question+option [SEP]; set data.layout=bert (funnel for a Funnel).")
-    article = ids(q.article)
+    return specials
+
+
+def layout_question(article: list[int], qas: Sequence[list[int]], max_seq_len: int, max_qa_length: int, layout: str,
+                    specials: dict[str, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The 4 rows of one question from the ids of its article and of its 4 question+option texts."""
     rows = []
-    for opt in q.options:
-        qa = ids(qa_text(q.question, opt))[-max_qa_length:]
+    for qa in qas:
+        qa = list(qa[-max_qa_length:])
         art = list(article[: max(0, max_seq_len - 3 - len(qa))])  # fresh copy per option
         # Funnel (original race.py): [CLS] question+option [SEP] article [SEP]; BERT/XLNet put the article first
         rows.append(encode_pair(qa, art, max_seq_len, layout, **specials) if layout == "funnel"
@@ -125,34 +150,41 @@ def encode_question(q: RaceQuestion, tok, max_seq_len: int, max_qa_length: int, 
     return tuple(np.stack([r[k] for r in rows]) for k in range(3))
 
 
-def check_unique_ids(questions: list[RaceQuestion], split: str) -> None:
-    """Predictions are keyed by question id, so two questions sharing one would overwrite each other."""
+def encode_question(q: RaceQuestion, tok, max_seq_len: int, max_qa_length: int,
+                    layout: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The 4 rows of one question, tokenised by ``tok``."""
+    specials = layout_specials(tok, layout)
+    return layout_question(tok.encode(q.article), [tok.encode(qa_text(q.question, o)) for o in q.options],
+                           max_seq_len, max_qa_length, layout, specials)
+
+
+def question_item(texts: list[list[int]], max_seq_len: int, max_qa_length: int, layout: str,
+                  specials: dict[str, int]) -> dict[str, torch.Tensor]:
+    """A batch item's tensors from a cached row's texts (article, then the 4 question+option texts)."""
+    arrays = layout_question(texts[0], texts[1:], max_seq_len, max_qa_length, layout, specials)
+    return dict(zip(("input_ids", "token_type_ids", "attention_mask"), map(torch.from_numpy, arrays)))
+
+
+def unique_ids(questions: Iterable[RaceQuestion], split: str) -> Iterator[RaceQuestion]:
+    """``questions``, checked as they pass: predictions are keyed by question id, so two questions sharing one
+    would overwrite each other."""
     seen: set[str] = set()
     for q in questions:
         if q.qid in seen:
             raise DataError(f"RACE split {split}: question id {q.qid!r} occurs twice (two files with the same 'id'); "
                             "give every file its own id.")
         seen.add(q.qid)
-
-
-class _RaceDataset(Dataset):
-    def __init__(self, ids, seg, mask, labels, levels, qids):
-        self.ids, self.seg, self.mask, self.labels, self.levels, self.qids = ids, seg, mask, labels, levels, qids
-
-    def __len__(self) -> int:
-        return len(self.labels)
-
-    def __getitem__(self, i: int) -> dict[str, Any]:
-        return {"input_ids": torch.from_numpy(self.ids[i]), "token_type_ids": torch.from_numpy(self.seg[i]),
-                "attention_mask": torch.from_numpy(self.mask[i]), "labels": int(self.labels[i]),
-                "level": int(self.levels[i]), "qid": self.qids[i]}
+        yield q
 
 
 class RaceDataModule(ResumableTrainOrder, pl.LightningDataModule):
     """RACE from ``data.path``, the download tier (RACE.tar.gz, sha256 checked) or the generated cloze mini;
-    validation = dev, test = test (both middle + high)."""
+    validation = dev, test = test (both middle + high). Each split is read one article file at a time, tokenised
+    over ``num_proc`` processes into its cache entry (keyed on its files' names, sizes and times and the tokenizer;
+    never the layout or the lengths) and read back one question at a time (``EncodedChoices``)."""
 
     test_split = "test"  # the split test_dataloader serves; names the task's predictions file
+    encoding, n_texts = "article, question+option", 5  # what a cached row holds (GPT's: question, options apart)
 
     def __init__(self, source: str = "path", path: str | None = None, cache_dir: str | None = None,
                  tokenizer: str | None = None, vocab_size: int = 32000, lower: bool = False, layout: str = "xlnet",
@@ -165,8 +197,7 @@ class RaceDataModule(ResumableTrainOrder, pl.LightningDataModule):
         self.batch_size, self.eval_batch_size, self.num_workers = batch_size, eval_batch_size, num_workers
         self.num_proc = num_proc  # tokenising processes (null: the cores available, at most 8)
         self.tokenizer = None
-        self.encoded: EncodedTexts | None = None
-        self.data: dict[str, _RaceDataset] = {}
+        self.data: dict[str, EncodedChoices] = {}
 
     def _spec(self) -> DatasetSpec:
         if self.source == "mini":
@@ -187,31 +218,33 @@ class RaceDataModule(ResumableTrainOrder, pl.LightningDataModule):
         if self.data:
             return
         root = locate(self._spec(), self.source, self.path, self.cache_dir)
-        splits = {s: read_race(root, s) for s in ("train", "dev", "test")}
-        self.tokenizer = self._make_tokenizer(root, splits["train"])
-        self.encoded = tokenize_texts((t for qs in splits.values() for q in qs for t in self._texts(q)),
-                                      self.tokenizer, self.cache_dir, "race texts", self.num_proc)
-        for name, qs in splits.items():
-            check_unique_ids(qs, name)
-            self.data[name] = self._dataset(qs)
+        self.tokenizer = self._make_tokenizer(lambda: iter_race(root, "train"))
+        make_item = self._item_maker()
+        self.data = {name: EncodedChoices(self._encode_split(root, name), make_item, extras=("level",))
+                     for name in ("train", "dev", "test")}
 
-    def _make_tokenizer(self, root: Path, train: list[RaceQuestion]):
+    def _make_tokenizer(self, train: Callable[[], Iterable[RaceQuestion]]):
         if self.tokenizer_file is not None:
             # the checkpoint's: SentencePiece .model, BERT vocab.txt / tokenizer.json, or its folder
             return load_tokenizer(self.tokenizer_file, self.lower)
-        lines = [*dict.fromkeys(q.article for q in train), *(qa_text(q.question, o) for q in train for o in q.options)]
+        lines = chain(dict.fromkeys(q.article for q in train()),
+                      (qa_text(q.question, o) for q in train() for o in q.options))
         return PieceTokenizer(piece_model(lines, self.cache_dir, self.vocab_size), self.lower)
 
     def _texts(self, q: RaceQuestion) -> list[str]:
-        """The texts :meth:`_dataset` looks up for one question (tokenised once, cached)."""
+        """What a cached row holds for one question, the article first."""
         return [q.article, *(qa_text(q.question, o) for o in q.options)]
 
-    def _dataset(self, qs: list[RaceQuestion]) -> Dataset:
-        enc = [encode_question(q, self.tokenizer, self.max_seq_len, self.max_qa_length, self.layout, self.encoded.ids)
-               for q in tracked(qs, "laying out RACE questions", question_bytes)]
-        return _RaceDataset(np.stack([e[0] for e in enc]), np.stack([e[1] for e in enc]),
-                            np.stack([e[2] for e in enc]), np.array([q.label for q in qs]),
-                            np.array([q.level for q in qs]), [q.qid for q in qs])
+    def _item_maker(self) -> Callable[[list[list[int]]], dict[str, Any]]:
+        return partial(question_item, max_seq_len=self.max_seq_len, max_qa_length=self.max_qa_length,
+                       layout=self.layout, specials=layout_specials(self.tokenizer, self.layout))
+
+    def _encode_split(self, root: Path, name: str) -> EncodedRows:
+        files = [str(p.relative_to(root)) for _, p in split_files(root, name)]
+        key = ("race", name, file_stamp(root, files), self.encoding, tokenizer_identity(self.tokenizer))
+        encode = texts_encoder(self.tokenizer.encode, self._texts, lambda q: (q.label, q.level), lambda q: q.qid)
+        return encode_rows(unique_ids(iter_race(root, name), name), encode, key, self.cache_dir, f"race {name}",
+                           n_values=2 + self.n_texts, num_proc=self.num_proc)
 
     def _loader(self, name: str, shuffle: bool, bs: int) -> DataLoader:
         return DataLoader(self.data[name], batch_size=bs, shuffle=shuffle, num_workers=self.num_workers,

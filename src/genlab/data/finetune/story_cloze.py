@@ -21,6 +21,7 @@ chance: it checks the pipeline, not transfer.
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,34 +48,45 @@ class Story:
     label: int                # 0 or 1: the right ending
 
 
-def read_stories(path: Path) -> list[Story]:
+def iter_stories(path: Path) -> Iterator[Story]:
+    """The stories of one official CSV, one row at a time."""
     if not path.is_file():
         raise DataError(f"Story Cloze file {path} does not exist; data.path must hold '{VAL_FILE}' and '{TEST_FILE}' "
                         "(the ROCStories Spring 2016 cloze test, distributed on request by its authors).")
-    rows = list(csv.reader(read_lines(path)))
-    if not rows or tuple(c.strip() for c in rows[0]) != HEADER:
+    rows = csv.reader(read_lines(path))
+    header = next(rows, None)
+    if header is None or tuple(c.strip() for c in header) != HEADER:
         raise DataError(f"{path}: the header must be {','.join(HEADER)}; is this a Story Cloze csv?")
-    out = []
-    for i, row in enumerate(rows[1:], start=2):
+    n = 0
+    for i, row in enumerate(rows, start=2):
         if len(row) != len(HEADER):
             raise DataError(f"{path}, line {i}: {len(row)} columns, a Story Cloze row has {len(HEADER)}.")
         if row[7].strip() not in ("1", "2"):
             raise DataError(f"{path}, line {i}: AnswerRightEnding {row[7]!r} is not 1 or 2.")
-        out.append(Story(row[0], " ".join(s.strip() for s in row[1:5]), (row[5].strip(), row[6].strip()),
-                         int(row[7]) - 1))
-    if not out:
+        n += 1
+        yield Story(row[0], " ".join(s.strip() for s in row[1:5]), (row[5].strip(), row[6].strip()), int(row[7]) - 1)
+    if not n:
         raise DataError(f"{path} holds no stories.")
-    return out
+
+
+def read_stories(path: Path) -> list[Story]:
+    return list(iter_stories(path))
+
+
+def release_order(n: int, n_dev: int = RELEASE_N_DEV, seed: int = RELEASE_SEED) -> tuple[np.ndarray, np.ndarray]:
+    """(train, dev) positions among ``n`` stories, as the release's ``train_test_split(test_size=n_dev,
+    random_state=seed)``."""
+    if not 0 < n_dev < n:
+        raise DataError(f"data.n_dev={n_dev} must be between 1 and {n - 1} (the validation file has {n} stories).")
+    order = np.random.RandomState(seed).permutation(n)
+    return order[n_dev:], order[:n_dev]
 
 
 def release_split(stories: list[Story], n_dev: int = RELEASE_N_DEV, seed: int = RELEASE_SEED
                   ) -> tuple[list[Story], list[Story]]:
     """(train, dev) as the release's ``train_test_split(test_size=n_dev, random_state=seed)``."""
-    if not 0 < n_dev < len(stories):
-        raise DataError(f"data.n_dev={n_dev} must be between 1 and {len(stories) - 1} (the validation file has "
-                        f"{len(stories)} stories).")
-    order = np.random.RandomState(seed).permutation(len(stories))
-    return [stories[i] for i in order[n_dev:]], [stories[i] for i in order[:n_dev]]
+    train, dev = release_order(len(stories), n_dev, seed)
+    return [stories[i] for i in train], [stories[i] for i in dev]
 
 
 STORY_CLOZE = DatasetSpec("story_cloze", (VAL_FILE, TEST_FILE), homepage="https://cs.rochester.edu/nlp/rocstories/",

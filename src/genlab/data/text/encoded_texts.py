@@ -65,6 +65,8 @@ class EncodedRows:
                             "again.") from err
         if len(self.offsets) != len(self.values) + 1 or any(len(c) != self.offsets[-1] for c in self.fields.values()):
             raise DataError(f"encoded-text cache {self.entry} is inconsistent; delete the folder and run again.")
+        self._tag_text: np.ndarray | None = None  # tags.txt mapped, and its line ends, on the first tag(i)
+        self._tag_ends: np.ndarray | None = None
 
     @classmethod
     def in_memory(cls, rows: Iterable, encode: RowEncoder, fields: Sequence[str] = ("ids",),
@@ -89,6 +91,19 @@ class EncodedRows:
 
     def row(self, i: int, name: str = "ids") -> np.ndarray:
         return self.fields[name][self.offsets[i]:self.offsets[i + 1]]
+
+    def tag(self, i: int) -> str:
+        """Row ``i``'s tag, read through a memory map of the tags (a batch's question ids; nothing held per row but
+        the position of its line end)."""
+        if self._tag_ends is None:
+            path = self.entry / "tags.txt"
+            text = np.memmap(path, np.uint8, mode="r") if path.stat().st_size else np.zeros(0, np.uint8)
+            self._tag_text, self._tag_ends = text, np.flatnonzero(text == ord("\n"))
+            if len(self._tag_ends) != len(self):
+                raise DataError(f"encoded-text cache {self.entry} has {len(self._tag_ends)} tags for {len(self)} "
+                                "rows; delete the folder and run again.")
+        start = int(self._tag_ends[i - 1]) + 1 if i else 0
+        return bytes(self._tag_text[start:self._tag_ends[i]]).decode("utf-8")
 
     def tags(self) -> list[str]:
         """Every row's tag (read from the entry on request: only a submission file needs them)."""
