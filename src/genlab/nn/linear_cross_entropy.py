@@ -28,14 +28,23 @@ def _compute_dtype(x: Tensor) -> torch.dtype:
 
 
 def _block_nll(logits: Tensor, target: Tensor, grad_out: Tensor | None) -> Tensor:
-    """NLL of one block ``[r, V]`` of logits; writes ``softmax - onehot`` into ``grad_out`` when given."""
+    """NLL of one block ``[r, V]`` of logits; writes ``softmax - onehot`` into ``grad_out`` when given (which may be
+    the logits' own buffer: they are read once, by the log-softmax)."""
     logp = torch.log_softmax(logits, -1, dtype=torch.promote_types(logits.dtype, torch.float32))
     nll = -logp.gather(1, target[:, None]).squeeze(1)
     if grad_out is not None:
-        p = logp.exp_()
+        # same dtype: the exponent goes straight into the gradient (no [r, V] copy); else it is rounded once, after
+        # the target's -1 (as autocast's unfused backward rounds it)
+        p = torch.exp(logp, out=grad_out) if grad_out.dtype == logp.dtype else logp.exp_()
         p[torch.arange(len(target), device=p.device), target] -= 1.0
-        grad_out.copy_(p)
+        if p is not grad_out:
+            grad_out.copy_(p)
     return nll
+
+
+def _linear_into(out: Tensor, h: Tensor, w: Tensor, b: Tensor | None) -> Tensor:
+    """``F.linear(h, w, b)`` written into ``out`` (the same GEMM call: ``addmm`` with a bias, else ``mm``)."""
+    return torch.mm(h, w.t(), out=out) if b is None else torch.addmm(b, h, w.t(), out=out)
 
 
 class _LinearCrossEntropy(torch.autograd.Function):
@@ -49,8 +58,10 @@ class _LinearCrossEntropy(torch.autograd.Function):
             grad = torch.empty(len(h), len(w), dtype=dtype, device=h.device) if keep else None
             nll = torch.empty(len(h), dtype=torch.promote_types(dtype, torch.float32), device=h.device)
             for i in range(0, len(h), rows):
-                nll[i:i + rows] = _block_nll(F.linear(h[i:i + rows], w, b), target[i:i + rows],
-                                             None if grad is None else grad[i:i + rows])
+                # the logits are made in the block of the gradient they become: no [r, V] buffer per block
+                block = None if grad is None else grad[i:i + rows]
+                logits = F.linear(h[i:i + rows], w, b) if block is None else _linear_into(block, h[i:i + rows], w, b)
+                nll[i:i + rows] = _block_nll(logits, target[i:i + rows], block)
         ctx.dtypes = hidden.dtype, weight.dtype, None if bias is None else bias.dtype
         ctx.save_for_backward(h, w, grad)
         return nll
