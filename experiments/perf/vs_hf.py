@@ -8,12 +8,16 @@ then backward and the same Adam. Both sides take turns step by step in this proc
 in fp32 and under bf16 autocast (``trainer.precision=bf16-mixed``), so they share the machine's load. Before
 timing, the first loss of each side is compared (dropout off: the same function must give the same number).
 
-Prints per family and precision ``<family> ours/HF: X`` (tokens/s ratio, > 1 = ours faster), each side's step
-time and its share of the profiled step in GEMMs (``torch.profiler``: self time of mm/addmm/bmm/baddbmm over all
-self time) with the largest non-GEMM ops, which is where a gap that is not matmul work shows.
+Steps are timed in the process's CPU time as well as on the wall clock: on a shared machine the wall clock counts
+the other processes' turns, CPU time only this one's work, so the CPU-time ratio is the one to read under load.
+Prints per family and precision ``<family> ours/HF: X`` (CPU-time ratio, > 1 = ours faster; the wall-clock ratio
+beside it), each side's step times and, from one more step per side with every ATen op timed in CPU time (a
+``TorchDispatchMode``, so also meaningful under load), its share in GEMMs (mm/addmm/bmm/baddbmm) with the largest
+non-GEMM ops, which is where a gap that is not matmul work shows; ``--shapes N`` lists the N costliest
+(op, input shapes) rows of each side, where the GEMMs of the two sides can be compared shape by shape.
 
     python experiments/perf/vs_hf.py --threads 1 --steps 3
-    python experiments/perf/vs_hf.py --families gpt --precisions fp32 --steps 5 --top 12
+    python experiments/perf/vs_hf.py --families gpt --precisions fp32 --steps 5 --top 12 --shapes 20
     python experiments/perf/vs_hf.py --families gpt bert --precisions bf16-mixed --sdpa-reference
 """
 
@@ -24,11 +28,13 @@ import statistics
 import sys
 import time
 import warnings
+from collections import Counter, defaultdict
 from functools import partial
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
-GEMM_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::_addmm_activation", "aten::addbmm"}
+GEMM_OPS = {"mm", "addmm", "bmm", "baddbmm", "_addmm_activation", "addbmm"}
 VOCAB = {"bert": 30_522, "gpt": 40_478, "funnel": 30_522}
 
 
@@ -117,28 +123,50 @@ def stepper(loss_fn, module: torch.nn.Module, bf16: bool):
     opt = torch.optim.Adam(module.parameters(), lr=1e-4)
 
     def step() -> tuple[float, float]:
-        t0 = time.perf_counter()
+        """One step: (wall seconds, CPU seconds)."""
+        t0, c0 = time.perf_counter(), time.process_time()
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
             loss = loss_fn()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        return time.perf_counter() - t0, float(loss)
+        return time.perf_counter() - t0, time.process_time() - c0
     return step
 
 
 # ------------------------------------------------------------------------------------------------ measuring
-def gemm_share(step, top: int) -> tuple[float, list[tuple[str, float]]]:
-    """Share of one profiled step's self CPU time in GEMM ops, and the ``top`` largest other ops (name, ms)."""
-    from torch.profiler import ProfilerActivity, profile
+class OpCpuTimes(TorchDispatchMode):
+    """CPU seconds of every ATen op that reaches the dispatcher (forward, backward and optimiser), by (op name,
+    input shapes). An op's time includes the ops it calls inside its kernel, which the mode does not see again."""
 
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    def __init__(self):
+        super().__init__()
+        self.seconds: defaultdict[tuple[str, tuple], float] = defaultdict(float)
+        self.calls: Counter = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        c0 = time.process_time()
+        out = func(*args, **(kwargs or {}))
+        key = (func.overloadpacket.__name__, tuple(tuple(a.shape) for a in args if isinstance(a, torch.Tensor)))
+        self.seconds[key] += time.process_time() - c0
+        self.calls[key] += 1
+        return out
+
+
+def op_breakdown(step, top: int, shapes: int) -> tuple[float, list[tuple[str, float]], list[str]]:
+    """One step with every op timed: its GEMM share of the ops' CPU time, the ``top`` largest non-GEMM ops (name,
+    ms) and the ``shapes`` largest (op, shapes) rows as lines."""
+    ops = OpCpuTimes()
+    with ops:
         step()
-    rows = [(e.key, e.self_cpu_time_total / 1e3) for e in prof.key_averages()]
-    total = sum(ms for _, ms in rows)
-    gemm = sum(ms for name, ms in rows if name in GEMM_OPS)
-    rest = sorted(((n, ms) for n, ms in rows if n not in GEMM_OPS), key=lambda r: -r[1])[:top]
-    return gemm / total, rest
+    by_name: defaultdict[str, float] = defaultdict(float)
+    for (name, _), sec in ops.seconds.items():
+        by_name[name] += sec * 1e3
+    gemm = sum(ms for name, ms in by_name.items() if name in GEMM_OPS)
+    rest = sorted(((n, ms) for n, ms in by_name.items() if n not in GEMM_OPS), key=lambda r: -r[1])[:top]
+    rows = sorted(ops.seconds.items(), key=lambda kv: -kv[1])[:shapes]
+    lines = [f"{sec * 1e3:9.1f} ms {ops.calls[key]:4d} x {key[0]} {list(key[1])}" for key, sec in rows]
+    return gemm / sum(by_name.values()), rest, lines
 
 
 def run_family(family: str, args: argparse.Namespace) -> None:
@@ -163,25 +191,30 @@ def run_family(family: str, args: argparse.Namespace) -> None:
                  "HF": stepper(lambda: hf_loss(family, hf, batch), hf, bf16)}
         if args.sdpa_reference and bf16 and family != "funnel":
             sides["ours, SDPA"] = stepper(sdpa_path(lambda: task.training_step(batch, 0)), task, bf16)
-        times = {k: [] for k in sides}
+        wall, cpu = ({k: [] for k in sides} for _ in range(2))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             for i in range(args.warmup + args.steps):
                 for name in (list(sides) if i % 2 == 0 else list(reversed(sides))):
-                    dt, _ = sides[name]()
+                    dt, ct = sides[name]()
                     if i >= args.warmup:
-                        times[name].append(dt)
-            profiles = {name: gemm_share(step, args.top) for name, step in sides.items()}
-        med = {k: statistics.median(v) for k, v in times.items()}
+                        wall[name].append(dt)
+                        cpu[name].append(ct)
+            profiles = {name: op_breakdown(step, args.top, args.shapes) for name, step in sides.items()}
+        med = {k: statistics.median(v) for k, v in cpu.items()}
+        med_wall = {k: statistics.median(v) for k, v in wall.items()}
         for name in sides:
-            share, rest = profiles[name]
-            others = ", ".join(f"{n.removeprefix('aten::')} {ms:.0f}" for n, ms in rest)
-            print(f"  {precision:10s} {name:10s}: {tokens / med[name]:8.1f} tokens/s, step {med[name]:.3f} s "
-                  f"(range {min(times[name]):.3f}-{max(times[name]):.3f}), GEMMs {share:.1%} of the profiled step; "
-                  f"largest other ops (ms): {others}", flush=True)
-        print(f"{family} ours/HF: {med['HF'] / med['ours']:.2f} ({precision})", flush=True)
+            share, rest, rows = profiles[name]
+            others = ", ".join(f"{n} {ms:.0f}" for n, ms in rest)
+            print(f"  {precision:10s} {name:10s}: {tokens / med[name]:8.1f} tokens per CPU second, step CPU "
+                  f"{med[name]:.3f} s (range {min(cpu[name]):.3f}-{max(cpu[name]):.3f}), wall {med_wall[name]:.3f} s; "
+                  f"GEMMs {share:.1%} of the ops' CPU time; largest other ops (ms): {others}", flush=True)
+            for line in rows:
+                print(f"      {line}")
+        print(f"{family} ours/HF: {med['HF'] / med['ours']:.2f} ({precision}, CPU time; wall clock "
+              f"{med_wall['HF'] / med_wall['ours']:.2f})", flush=True)
         if "ours, SDPA" in med:
-            print(f"{family} bf16 score chain / SDPA: {med['ours, SDPA'] / med['ours']:.2f}", flush=True)
+            print(f"{family} bf16 score chain / SDPA: {med['ours, SDPA'] / med['ours']:.2f} (CPU time)", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -196,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--top", type=int, default=6, help="non-GEMM ops listed per side")
+    parser.add_argument("--shapes", type=int, default=0, help="costliest (op, input shapes) rows listed per side")
     parser.add_argument("--sdpa-reference", action="store_true",
                         help="bf16: also time ours with SDPA where the bf16 score chain runs (BERT, GPT-1)")
     args = parser.parse_args(argv)
