@@ -227,8 +227,8 @@ class RaceDataModule(ResumableTrainOrder, pl.LightningDataModule):
         if self.tokenizer_file is not None:
             # the checkpoint's: SentencePiece .model, BERT vocab.txt / tokenizer.json, or its folder
             return load_tokenizer(self.tokenizer_file, self.lower)
-        lines = chain(dict.fromkeys(q.article for q in train()),
-                      (qa_text(q.question, o) for q in train() for o in q.options))
+        lines = lambda: chain(dict.fromkeys(q.article for q in train()),  # a function: read twice (cache key, training)
+                              (qa_text(q.question, o) for q in train() for o in q.options))
         return PieceTokenizer(piece_model(lines, self.cache_dir, self.vocab_size), self.lower)
 
     def _texts(self, q: RaceQuestion) -> list[str]:

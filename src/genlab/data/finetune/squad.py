@@ -564,7 +564,7 @@ class SquadDataModule(ResumableTrainOrder, pl.LightningDataModule):
         if self.tokenizer_file is not None:  # the checkpoint's: SentencePiece .model, BERT vocab.txt or folder
             self.tokenizer = load_tokenizer(self.tokenizer_file, self.lower)
         else:
-            self.tokenizer = PieceTokenizer(piece_model(training_text(self.train_path), self.cache_dir,
+            self.tokenizer = PieceTokenizer(piece_model(lambda: training_text(self.train_path), self.cache_dir,
                                                         self.vocab_size), self.lower)
         self.features["dev"], _ = self._features(dev_path, "dev", training=False)
         n = len(self.features["dev"].rows)
