@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -99,6 +100,27 @@ def write_reviews(path: Path, n_bytes: int, seed: int = 0) -> None:
             written += len(block)
 
 
+def runs_table(child: str, sizes_mb: list[int], roots: dict[int, Path], model: Path, work: Path, num_proc: int,
+               before: str | None, row: Callable[[int, str, dict, Path, float], str]) -> None:
+    """Per size a cold run, a warm one and with ``before`` a cold run of the reference code, each in a fresh process;
+    ``row(mb, run, the child's JSON line, its cache folder, peak RSS / the smallest size's)`` formats each line."""
+    first: dict[str, float] = {}
+    for mb in sizes_mb:
+        cache = work / f"cache_{roots[mb].name}_{num_proc}p_{time.time_ns()}"
+        peak = {}
+        for run in ("cold", "warm", *(("before",) if before else ())):
+            env = {**os.environ, "PYTHONPATH": before} if run == "before" else None  # the reference code's src/
+            where = cache.with_name(cache.name + "_before") if run == "before" else cache
+            out = subprocess.run([sys.executable, "-c", child, str(roots[mb]), str(model), str(where), str(num_proc)],
+                                 check=True, capture_output=True, text=True, env=env)
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            first.setdefault(run, r["rss_mb"])
+            peak[run] = r["rss_mb"]
+            print(row(mb, run, r, where, r["rss_mb"] / first[run]), flush=True)
+        if before:
+            print(f"{'':>9} reference / this code, peak RSS of the first run: {peak['before'] / peak['cold']:.2f}x")
+
+
 def reviews_main(sizes_mb: list[int], num_proc: int, work: Path, before: str | None) -> None:
     from genlab.data.tokenizers.xlnet_pieces import train_tokenizer
 
@@ -118,24 +140,12 @@ def reviews_main(sizes_mb: list[int], num_proc: int, work: Path, before: str | N
           f"process; {time.strftime('%Y-%m-%d %H:%M')}")
     print(f"{'train MB':>9} {'examples':>10} {'run':>6} {'wall s':>7} {'cpu s':>7} {'setup RSS MB':>13} "
           f"{'peak RSS MB':>12} {'workers MB':>11} {'RSS ratio':>10} {'anon MB':>8} {'mapped MB':>10}")
-    first = {}
-    for mb in sizes_mb:
-        cache = work / f"cache_reviews_{mb}mb_{num_proc}p_{time.time_ns()}"
-        peak = {}
-        for run in ("cold", "warm", *(("before",) if before else ())):
-            env = {**os.environ, "PYTHONPATH": before} if run == "before" else None  # the reference code's src/
-            out = subprocess.run([sys.executable, "-c", DOC_CHILD, str(roots[mb]), str(model),
-                                  str(cache.with_name(cache.name + "_before") if run == "before" else cache),
-                                  str(num_proc)], check=True, capture_output=True, text=True, env=env)
-            r = json.loads(out.stdout.strip().splitlines()[-1])
-            first.setdefault(run, r["rss_mb"])
-            peak[run] = r["rss_mb"]
-            print(f"{(roots[mb] / 'train.csv').stat().st_size / 1e6:>9.0f} {r['examples']:>10,} {run:>6} "
-                  f"{r['wall']:>7.1f} {r['cpu']:>7.1f} {r['prep_rss_mb']:>13.0f} {r['rss_mb']:>12.0f} "
-                  f"{r['workers_rss_mb']:>11.0f} {r['rss_mb'] / first[run]:>10.2f} {r.get('RssAnon', 0):>8.0f} "
-                  f"{r.get('RssFile', 0):>10.0f}")
-        if before:
-            print(f"{'':>9} reference / this code, peak RSS of the first run: {peak['before'] / peak['cold']:.2f}x")
+    def row(mb: int, run: str, r: dict, cache: Path, ratio: float) -> str:
+        return (f"{(roots[mb] / 'train.csv').stat().st_size / 1e6:>9.0f} {r['examples']:>10,} {run:>6} "
+                f"{r['wall']:>7.1f} {r['cpu']:>7.1f} {r['prep_rss_mb']:>13.0f} {r['rss_mb']:>12.0f} "
+                f"{r['workers_rss_mb']:>11.0f} {ratio:>10.2f} {r.get('RssAnon', 0):>8.0f} {r.get('RssFile', 0):>10.0f}")
+
+    runs_table(DOC_CHILD, sizes_mb, roots, model, work, num_proc, before, row)
 
 
 def main() -> None:
@@ -176,25 +186,14 @@ def squad_main(sizes_mb: list[int], num_proc: int, work: Path, before: str | Non
           f"fresh process; {time.strftime('%Y-%m-%d %H:%M')}")
     print(f"{'train MB':>9} {'questions':>10} {'windows':>8} {'run':>6} {'wall s':>7} {'cpu s':>7} {'setup RSS MB':>13} "
           f"{'peak RSS MB':>12} {'RSS ratio':>10} {'anon MB':>8} {'mapped MB':>10} {'cache MB':>9}")
-    first = {}
-    for mb in sizes_mb:
-        cache = work / f"cache_{mb}mb_{num_proc}p_{time.time_ns()}"
-        peak = {}
-        for run in ("cold", "warm", *(("before",) if before else ())):
-            env = {**os.environ, "PYTHONPATH": before} if run == "before" else None  # the reference code's src/
-            where = cache.with_name(cache.name + "_before") if run == "before" else cache
-            out = subprocess.run([sys.executable, "-c", CHILD, str(roots[mb]), str(model), str(where), str(num_proc)],
-                                 check=True, capture_output=True, text=True, env=env)
-            r = json.loads(out.stdout.strip().splitlines()[-1])
-            first.setdefault(run, r["rss_mb"])
-            peak[run] = r["rss_mb"]
-            disk = sum(p.stat().st_size for p in (where / "encoded").rglob("*") if p.is_file())
-            print(f"{(roots[mb] / 'train-v2.0.json').stat().st_size / 1e6:>9.0f} {r['questions']:>10,} "
-                  f"{r['windows']:>8,} {run:>6} {r['wall']:>7.1f} {r['cpu']:>7.1f} {r['prep_rss_mb']:>13.0f} "
-                  f"{r['rss_mb']:>12.0f} {r['rss_mb'] / first[run]:>10.2f} {r.get('RssAnon', 0):>8.0f} "
-                  f"{r.get('RssFile', 0):>10.0f} {disk / 1e6:>9.0f}")
-        if before:
-            print(f"{'':>9} reference / this code, peak RSS of the first run: {peak['before'] / peak['cold']:.2f}x")
+    def row(mb: int, run: str, r: dict, cache: Path, ratio: float) -> str:
+        disk = sum(p.stat().st_size for p in (cache / "encoded").rglob("*") if p.is_file())
+        return (f"{(roots[mb] / 'train-v2.0.json').stat().st_size / 1e6:>9.0f} {r['questions']:>10,} "
+                f"{r['windows']:>8,} {run:>6} {r['wall']:>7.1f} {r['cpu']:>7.1f} {r['prep_rss_mb']:>13.0f} "
+                f"{r['rss_mb']:>12.0f} {ratio:>10.2f} {r.get('RssAnon', 0):>8.0f} {r.get('RssFile', 0):>10.0f} "
+                f"{disk / 1e6:>9.0f}")
+
+    runs_table(CHILD, sizes_mb, roots, model, work, num_proc, before, row)
 
 
 if __name__ == "__main__":
