@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from genlab.data.finetune.squad import postprocess
+from genlab.data.finetune.squad_predictions import postprocess
 from genlab.errors import ConfigError
 from genlab.metrics.squad_eval import evaluate_v1, evaluate_v2
 from genlab.models.heads import SpanHead

@@ -21,11 +21,11 @@ from genlab.data.finetune.squad import (
     encode_questions,
     lay_out,
     max_context,
-    postprocess,
     read_squad,
     squad_questions,
     tokenize_paragraph,
 )
+from genlab.data.finetune.squad_predictions import postprocess
 from genlab.data.sources.tiers import locate
 from genlab.errors import DataError
 

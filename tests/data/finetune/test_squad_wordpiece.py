@@ -17,11 +17,11 @@ from genlab.data.finetune.squad import (
     SquadDataModule,
     SquadExample,
     build_features,
-    postprocess,
     squad_questions,
     tokenize_paragraph,
 )
 from genlab.data.finetune.squad_align import char_to_piece_span
+from genlab.data.finetune.squad_predictions import postprocess
 from genlab.data.tokenizers.wordpiece import WordPieceTokenizer
 from genlab.errors import DataError
 

@@ -17,7 +17,6 @@ and SciTail (``genlab.data.finetune.nli``) validate on dev and test on their lab
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from itertools import chain, islice
@@ -40,6 +39,7 @@ from genlab.data.finetune.zhang_minis import ZHANG_MINIS
 from genlab.data.loading.resumable import ResumableTrainOrder
 from genlab.data.sources.tiers import DatasetSpec, locate
 from genlab.data.text.cache_entry import file_stamp
+from genlab.data.text.distinct import text_digest
 from genlab.data.text.encoded_texts import EncodedRows, encode_rows, tokenizer_identity
 from genlab.data.tokenizers.from_checkpoint import (
     FinetuneTokenizer,
@@ -109,7 +109,7 @@ def share_first_texts(examples: Iterable[glue.Example], limit: int = SHARED_TEXT
     for row, ex in enumerate(examples):
         shared = -1
         if ex.text_b is not None:
-            digest = hashlib.blake2b(ex.text_a.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+            digest = text_digest(ex.text_a)
             shared = first.get(digest, -1)
             if shared < 0 and len(first) < limit:
                 first[digest] = row

@@ -46,6 +46,7 @@ from genlab.data.finetune.tokenizer_cache import cached_tokenizer_model
 from genlab.data.loading.resumable import ResumableTrainOrder
 from genlab.data.sources.tiers import locate
 from genlab.data.text.cache_entry import file_stamp
+from genlab.data.text.distinct import first_occurrences
 from genlab.data.text.encoded_texts import EncodedRows, encode_rows, tokenizer_identity
 from genlab.data.tokenizers.gpt_bpe import (
     GPTSentencePiece,
@@ -165,7 +166,7 @@ class GPTRaceDataModule(GPTLoaders, RaceDataModule):
         self.seed = seed
 
     def _make_tokenizer(self, train: Callable[[], Iterable[RaceQuestion]]) -> GPTTokenizer:
-        texts = lambda: chain(dict.fromkeys(q.article for q in train()), (q.question for q in train()),
+        texts = lambda: chain(first_occurrences(q.article for q in train()), (q.question for q in train()),
                               (o for q in train() for o in q.options))
         return gpt_tokenizer(self.tokenizer_file, texts, self.cache_dir, self.vocab_size)
 

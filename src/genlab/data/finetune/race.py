@@ -44,6 +44,7 @@ from genlab.data.loading.resumable import ResumableTrainOrder
 from genlab.data.sources.tiers import DatasetSpec, locate
 from genlab.data.text.cache_entry import file_stamp
 from genlab.data.text.chunks import Piece, decode_piece, total_bytes
+from genlab.data.text.distinct import first_occurrences
 from genlab.data.text.encoded_texts import EncodedRows, encode_rows, tokenizer_identity
 from genlab.data.text.progress import Progress
 from genlab.data.tokenizers.from_checkpoint import load_tokenizer, special_ids
@@ -227,7 +228,7 @@ class RaceDataModule(ResumableTrainOrder, pl.LightningDataModule):
         if self.tokenizer_file is not None:
             # the checkpoint's: SentencePiece .model, BERT vocab.txt / tokenizer.json, or its folder
             return load_tokenizer(self.tokenizer_file, self.lower)
-        lines = lambda: chain(dict.fromkeys(q.article for q in train()),  # a function: read twice (cache key, training)
+        lines = lambda: chain(first_occurrences(q.article for q in train()),  # a function: read twice (cache key, training)
                               (qa_text(q.question, o) for q in train() for o in q.options))
         return PieceTokenizer(piece_model(lines, self.cache_dir, self.vocab_size), self.lower)
 

@@ -37,6 +37,7 @@ from genlab.data.qa.answers import (
     unlabeled_contexts,
 )
 from genlab.data.qa.text import TextNorm, Vocabulary, extended_ids, tag_words, word_encoder, words_key
+from genlab.data.text.distinct import text_digest
 from genlab.data.text.encoded_texts import EncodedRows, encode_rows
 from genlab.data.text.progress import Progress, text_bytes
 from genlab.errors import DataError
@@ -45,9 +46,7 @@ log = logging.getLogger(__name__)
 BLOCK_ROWS = 20_000  # paragraphs whose tokens are searched at once (a few MB of int64 keys)
 
 
-def context_digest(context: str) -> bytes:
-    """16 bytes naming a paragraph's text (a paragraph of U and one of SQuAD with equal text are one paragraph)."""
-    return hashlib.blake2b(context.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+context_digest = text_digest  # a paragraph of U and one of SQuAD with equal text are one paragraph
 
 
 class UnlabeledPairs:
