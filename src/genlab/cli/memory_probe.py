@@ -215,6 +215,12 @@ class _Lifetimes(TorchDispatchMode):
     def _freed(self, i: int, _ref: weakref.ref) -> None:
         self.spans[i][1] = self.ops + 1
 
+    def settled(self) -> list[list[int]]:
+        """A copy of the spans as they stand, with a storage not freed by the step's last op marked alive to its end
+        (-1), however it is freed later: a storage the task keeps to its next step is freed by a later probe, whose
+        spans must still line up with these (``live_and_heap_bytes``)."""
+        return [[first, -1 if after > self.ops else after, nbytes] for first, after, nbytes in self.spans]
+
     def excluded(self, tensors: list[Tensor]) -> set[int]:
         """The spans of ``tensors``' storages (the parameters' gradients)."""
         return {i for i in (self._index.get(t.untyped_storage()) for t in tensors) if i is not None}
@@ -249,7 +255,7 @@ def step_spans(task: nn.Module, batch: dict[str, Any], precision: str) -> tuple[
                     loss = training_loss(task, batch)
                 loss.backward()
                 del loss
-        return lifetimes.spans, lifetimes.excluded([p.grad for p in task.parameters() if p.grad is not None])
+        return lifetimes.settled(), lifetimes.excluded([p.grad for p in task.parameters() if p.grad is not None])
     finally:
         task.train(was_training)
         for param in task.parameters():
