@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import gc
 import math
+from functools import partial
 
 import pytest
 import torch
 from omegaconf import OmegaConf
 
 from genlab import assemble
-from genlab.cli import memory_probe
+from genlab.cli import memory_heap, memory_probe
 from genlab.cli.memory_heap import MMAP_WITH_SETTING
+from genlab.models.awd_lstm import AWDLSTM
 from genlab.models.transformer_xl import TransformerXL
+from genlab.tasks.awd_lm import AWDLanguageModelTask
 from genlab.tasks.lm import LanguageModelTask
 
 
@@ -61,6 +64,23 @@ def test_probes_at_two_batches_line_up_when_the_task_keeps_a_tensor_to_its_next_
     finally:
         gc.enable()
     assert [s[:2] for s in small] == [s[:2] for s in large]
+
+
+def test_the_heap_is_replayed_over_every_column_chunk_of_an_awd_step(monkeypatch):
+    """AWD-LSTM with task.small_batch_size makes batch/small forward-backward passes per step, and the CPU heap
+    fragments further with each: the probe steps one chunk but replays it once per pass of the measured steps."""
+    model = AWDLSTM(vocab_size=40, emsize=8, nhid=16, nhidlast=12, nlayers=2, head="mos", n_experts=3)
+    task = AWDLanguageModelTask(model, optimizer=partial(torch.optim.SGD, lr=1.0), small_batch_size=2)
+    cfg = OmegaConf.create({"data": {"batch_size": 6, "bptt": 8}, "trainer": {"precision": "32-true"}})
+    replays, replay = [], memory_heap.high_water
+
+    def counted(spans, mmap_at, steps=memory_heap.STEPS):
+        replays.append(steps)
+        return replay(spans, mmap_at, steps)
+
+    monkeypatch.setattr(memory_heap, "high_water", counted)
+    live, heap = memory_probe.live_and_heap_bytes(cfg, task, MMAP_WITH_SETTING)
+    assert replays and set(replays) == {memory_heap.STEPS * 3} and heap >= live  # 3 chunks of 2 rows per step
 
 
 def test_zipf_ids_follow_the_rank_law():
