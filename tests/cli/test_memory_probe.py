@@ -150,6 +150,14 @@ def test_a_pointwise_op_on_mixed_dtypes_holds_a_cast_copy_of_the_other_input():
     assert lifetimes.spans[0][1] == lifetimes.spans[0][0] + 1  # alive for that op only
 
 
+def test_logsumexp_holds_the_exponentials_of_its_input():
+    x = torch.randn(64, 100)
+    lifetimes = memory_probe._Lifetimes()
+    with lifetimes:
+        torch.logsumexp(x, -1)
+    assert [s[2] for s in lifetimes.spans] == [64 * 100 * 4, 64 * 4]  # exp(x - max) for that op, then the result
+
+
 def test_the_lstm_backward_holds_every_step_s_gate_gradients():
     """oneDNN's LSTM backward (the CPU kernel nn.LSTM runs) keeps fp32 gradients of 4 gates per step: 16 B per output."""
     lstm = torch.nn.LSTM(8, 16)

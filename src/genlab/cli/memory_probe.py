@@ -168,10 +168,14 @@ def op_scratch_bytes(func: Any, args: tuple, kwargs: dict, out: Any) -> int:
       such input first (on the CPU only; a GPU casts while it loads): the fp32 residual plus a bf16 branch under
       autocast holds a second fp32 copy of the branch;
     - oneDNN's LSTM backward (``mkldnn_rnn_layer_backward``) keeps the gradients of the 4 gates at every time step,
-      fp32: 4 x T x B x H x 4 bytes (16 bytes per element of the layer's output).
+      fp32: 4 x T x B x H x 4 bytes (16 bytes per element of the layer's output);
+    - ``logsumexp`` holds ``exp(x - max)`` of its whole input before summing it (254 MiB for a 254 MiB input;
+      MoS's mixture: the jump beyond the heap model in mos_wt2's step).
     """
     if func is torch.ops.aten.mkldnn_rnn_layer_backward.default:
         return 16 * args[7].numel()  # args[7]: the layer's output [T, B, H] (or [B, T, H])
+    if func is torch.ops.aten.logsumexp.default:  # exp(x - max) of every element, summed afterwards
+        return args[0].numel() * args[0].element_size()
     if torch.Tag.pointwise not in func.tags:
         return 0
     result = next((t for t in tree_leaves(out) if isinstance(t, Tensor)), None)
