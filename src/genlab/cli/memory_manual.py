@@ -253,7 +253,7 @@ def step_spans(task: nn.Module, batch: dict[str, Any], precision: str, lifetimes
                              enable_model_summary=False, limit_val_batches=0, num_sanity_val_steps=0)
         with lifetimes:
             trainer.fit(probe, train_dataloaders=DataLoader([batch] * iterations, batch_size=None))
-    return lifetimes.spans, counted
+    return lifetimes.settled(), counted
 
 
 @contextlib.contextmanager

@@ -172,10 +172,14 @@ def op_scratch_bytes(func: Any, args: tuple, kwargs: dict, out: Any) -> int:
       such input first (on the CPU only; a GPU casts while it loads): the fp32 residual plus a bf16 branch under
       autocast holds a second fp32 copy of the branch;
     - oneDNN's LSTM backward (``mkldnn_rnn_layer_backward``) keeps the gradients of the 4 gates at every time step,
-      fp32: 4 x T x B x H x 4 bytes (16 bytes per element of the layer's output).
+      fp32: 4 x T x B x H x 4 bytes (16 bytes per element of the layer's output);
+    - ``logsumexp`` holds ``exp(x - max)`` of its whole input before summing it (254 MiB for a 254 MiB input;
+      MoS's mixture: the jump beyond the heap model in mos_wt2's step).
     """
     if func is torch.ops.aten.mkldnn_rnn_layer_backward.default:
         return 16 * args[7].numel()  # args[7]: the layer's output [T, B, H] (or [B, T, H])
+    if func is torch.ops.aten.logsumexp.default:  # exp(x - max) of every element, summed afterwards
+        return args[0].numel() * args[0].element_size()
     if torch.Tag.pointwise not in func.tags:
         return 0
     result = next((t for t in tree_leaves(out) if isinstance(t, Tensor)), None)
@@ -219,6 +223,12 @@ class _Lifetimes(TorchDispatchMode):
     def _freed(self, i: int, _ref: weakref.ref) -> None:
         self.spans[i][1] = self.ops + 1
 
+    def settled(self) -> list[list[int]]:
+        """A copy of the spans as they stand, with a storage not freed by the step's last op marked alive to its end
+        (-1), however it is freed later: a storage the task keeps to its next step is freed by a later probe, whose
+        spans must still line up with these (``live_and_heap_bytes``)."""
+        return [[first, -1 if after > self.ops else after, nbytes] for first, after, nbytes in self.spans]
+
     def excluded(self, tensors: list[Tensor]) -> set[int]:
         """The spans of ``tensors``' storages (the parameters' gradients)."""
         return {i for i in (self._index.get(t.untyped_storage()) for t in tensors) if i is not None}
@@ -253,7 +263,7 @@ def step_spans(task: nn.Module, batch: dict[str, Any], precision: str) -> tuple[
                     loss = training_loss(task, batch)
                 loss.backward()
                 del loss
-        return lifetimes.spans, lifetimes.excluded([p.grad for p in task.parameters() if p.grad is not None])
+        return lifetimes.settled(), lifetimes.excluded([p.grad for p in task.parameters() if p.grad is not None])
     finally:
         task.train(was_training)
         for param in task.parameters():
@@ -317,7 +327,9 @@ def live_and_heap_bytes(cfg: DictConfig, task: nn.Module, mmap_at: int | None) -
         return None
     from genlab.tasks.awd_lm import AWDLanguageModelTask
 
+    passes = 1  # forward-backward passes per optimiser step, each replayed in the heap
     if isinstance(task, AWDLanguageModelTask) and getattr(task, "small_batch_size", None):
+        passes = max(1, batch_size // int(task.small_batch_size))
         batch_size = min(batch_size, int(task.small_batch_size))  # one column chunk at a time
     precision = str(_get(cfg.get("trainer"), "precision", "32-true"))
     if memory_manual.covers(task):  # the size probed (GDAN: paragraph tokens) and its run's value
@@ -335,21 +347,24 @@ def live_and_heap_bytes(cfg: DictConfig, task: nn.Module, mmap_at: int | None) -
     if aligned:  # the same storages: each one's size is linear in the rows
         spans = [[first, after, max(0, round(a + (b - a) * scale))]
                  for (first, after, a), (_, _, b) in zip(at_small[0], at_large[0])]
-        return _step_bytes(spans, at_large[1], mmap_at)
+        return _step_bytes(spans, at_large[1], mmap_at, passes)
     # another op sequence (an adaptive-softmax tail the small batch missed): the peaks alone are linear
-    a, b = _step_bytes(*at_small, mmap_at), _step_bytes(*at_large, mmap_at)
+    a, b = _step_bytes(*at_small, mmap_at, passes), _step_bytes(*at_large, mmap_at, passes)
     return int(a[0] + (b[0] - a[0]) * scale), int(a[1] + (b[1] - a[1]) * scale)
 
 
-def _step_bytes(spans: list[list[int]], grads: set[int], mmap_at: int | None) -> tuple[int, int]:
+def _step_bytes(spans: list[list[int]], grads: set[int], mmap_at: int | None, passes: int = 1) -> tuple[int, int]:
     """The peak of live bytes without the gradients, and, given ``mmap_at``, the heap's high-water mark less the
-    gradients (they are counted with the weights; in the heap they take their place among the activations)."""
+    gradients (they are counted with the weights; in the heap they take their place among the activations) over the
+    measured steps' ``passes`` forward-backward passes each: the heap fragments further with every pass (AWD-LSTM's
+    column chunks, ``task.small_batch_size``: mos_wt2's 3 chunks of 5 rows grow it 2.88 -> 3.54 GB over 2 steps)."""
     live = max(timeline(spans, grads), default=0)
     if mmap_at is None:
         return live, live
     from genlab.cli import memory_heap
 
-    return live, max(live, memory_heap.high_water(spans, mmap_at) - sum(spans[i][2] for i in grads))
+    heap = memory_heap.high_water(spans, mmap_at, memory_heap.STEPS * passes)
+    return live, max(live, heap - sum(spans[i][2] for i in grads))
 
 
 def batch_bytes(cfg: DictConfig, task: nn.Module) -> int:
