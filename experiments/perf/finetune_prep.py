@@ -121,17 +121,24 @@ def runs_table(child: str, sizes_mb: list[int], roots: dict[int, Path], model: P
             print(f"{'':>9} reference / this code, peak RSS of the first run: {peak['before'] / peak['cold']:.2f}x")
 
 
+def synthetic_sets(work: Path, name: str, sizes_mb: list[int], write, train: str, held_out: str) -> dict[int, Path]:
+    """One folder per size: a training file of that many MB and a held-out file a tenth of it (``write(path, bytes,
+    seed=...)``); the held-out file is written last, so a half-written set is rewritten."""
+    roots = {}
+    for mb in sizes_mb:
+        roots[mb] = root = work / f"{name}_{mb}mb"
+        root.mkdir(parents=True, exist_ok=True)
+        if not (root / held_out).is_file():
+            write(root / train, mb * 1_000_000)
+            write(root / held_out, mb * 100_000, seed=1)
+    return roots
+
+
 def reviews_main(sizes_mb: list[int], num_proc: int, work: Path, before: str | None) -> None:
     from genlab.data.tokenizers.xlnet_pieces import train_tokenizer
 
     model = work / "reviews_spm.model"
-    roots = {}
-    for mb in sizes_mb:
-        roots[mb] = root = work / f"amazon2_{mb}mb"
-        root.mkdir(parents=True, exist_ok=True)
-        if not (root / "test.csv").is_file():  # written last: a half-written set is rewritten
-            write_reviews(root / "train.csv", mb * 1_000_000)
-            write_reviews(root / "test.csv", mb * 100_000, seed=1)
+    roots = synthetic_sets(work, "amazon2", sizes_mb, write_reviews, "train.csv", "test.csv")
     if not model.is_file():
         sample = work / "reviews_sample.txt"
         sample.write_text((roots[sizes_mb[0]] / "test.csv").read_text()[:2_000_000])
@@ -169,13 +176,7 @@ def squad_main(sizes_mb: list[int], num_proc: int, work: Path, before: str | Non
     from genlab.data.finetune.squad import read_squad
     from genlab.data.tokenizers.xlnet_pieces import train_tokenizer
 
-    roots = {}
-    for mb in sizes_mb:
-        roots[mb] = root = work / f"squad_{mb}mb"
-        root.mkdir(parents=True, exist_ok=True)
-        if not (root / "dev-v2.0.json").is_file():  # written last: a half-written set is rewritten
-            write_squad(root / "train-v2.0.json", mb * 1_000_000)
-            write_squad(root / "dev-v2.0.json", mb * 100_000, seed=1)
+    roots = synthetic_sets(work, "squad", sizes_mb, write_squad, "train-v2.0.json", "dev-v2.0.json")
     model = work / "spm.model"
     if not model.is_file():
         sample = work / "sample.txt"
