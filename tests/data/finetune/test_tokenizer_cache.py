@@ -11,7 +11,7 @@ import pytest
 
 from genlab.data.finetune import glue
 from genlab.data.finetune.datamodule import ClassificationDataModule, encode_pair
-from genlab.data.finetune.tokenizer_cache import cached_tokenizer_model
+from genlab.data.finetune.tokenizer_cache import cached_tokenizer_model, piece_model
 from genlab.errors import DataError
 from helpers import laid_out
 
@@ -56,6 +56,14 @@ def test_training_text_is_streamed_twice_never_held(tmp_path):
     with pytest.raises(DataError, match="changed while it was read"):
         cached_tokenizer_model(lambda: next(drifting), tmp_path, "spm", 100, _counting_trainer(calls))
     assert len(list((tmp_path / "finetune").iterdir())) == 1
+
+
+def test_a_rebuilt_tokenizer_is_the_same_file(tmp_path):
+    """A tokenizer trained again on the same text (another cache, a damaged entry) has the same bytes, hence the
+    same fingerprint: the temporary build folder it was trained in is not recorded in the model."""
+    texts = [f"the film was {w} and {v}" for w in ("good", "bad", "long", "dull") for v in ("fun", "slow", "odd")]
+    models = [piece_model(texts, tmp_path / cache, 40) for cache in ("one", "two")]
+    assert models[0] != models[1] and models[0].read_bytes() == models[1].read_bytes()
 
 
 def test_same_data_in_another_folder_reuses_the_tokenizer(tmp_path):

@@ -1,9 +1,13 @@
-"""SentencePiece tokenizer: training with special symbols, load, encode/decode, fingerprint, symbol checks."""
+"""SentencePiece tokenizer: training with special symbols, load, encode/decode, fingerprint, symbol checks, bounded
+and path-independent training text, long lines."""
+
+import logging
+import shutil
 
 import numpy as np
 import pytest
 
-from genlab.data.tokenizers.sentencepiece import SentencePieceTokenizer, sample_lines
+from genlab.data.tokenizers.sentencepiece import SentencePieceTokenizer, cut_line, sample_lines
 from genlab.errors import DataError
 
 XLNET_CONTROL = ("<cls>", "<sep>", "<pad>", "<mask>", "<eod>")
@@ -94,18 +98,23 @@ def test_training_and_loading_errors(corpus, tmp_path):
 
 # ------------------------------------------------------------------ bounded training text
 def test_text_under_the_bound_trains_exactly_as_sentencepiece_on_the_files(corpus, unigram):
-    """Under ``max_bytes`` the trainer gets the files themselves with the same options: the very model of a direct
-    SentencePiece call (as before the bound existed)."""
+    """Under ``max_bytes`` (and with no line over SentencePiece's length limit) the trainer gets the files themselves
+    with the same options: the very model of a direct SentencePiece call, but for the input path it records."""
     import io
 
     import sentencepiece as spm
+    from sentencepiece import sentencepiece_model_pb2
 
     spm.set_random_generator_seed(0)
     direct = io.BytesIO()
     spm.SentencePieceTrainer.train(input=[str(corpus)], model_writer=direct, vocab_size=120, model_type="unigram",
                                    user_defined_symbols=list(XLNET_USER), control_symbols=list(XLNET_CONTROL),
                                    character_coverage=1.0, num_threads=1, minloglevel=2)
-    assert unigram.model_file.read_bytes() == direct.getvalue()
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(direct.getvalue())
+    assert list(proto.trainer_spec.input) == [str(corpus)]
+    del proto.trainer_spec.input[:]
+    assert unigram.model_file.read_bytes() == proto.SerializeToString()
 
 
 def test_text_over_the_bound_trains_on_a_seeded_sample_of_its_lines(corpus, tmp_path):
@@ -131,3 +140,42 @@ def test_unwritable_model_folder_is_one_message_before_training(corpus, tmp_path
     with pytest.raises(DataError, match=r"cannot write the tokenizer .*a file/sp.model.*writable folder"):
         SentencePieceTokenizer.train([corpus], blocker / "sp.model", vocab_size=120)
     assert blocker.read_text() == "not a folder"
+
+
+def test_model_bytes_do_not_depend_on_where_the_text_lived(corpus, tmp_path):
+    """The same text and options give the same model file, whether read from another folder or through a temporary
+    sample: the input paths are not recorded, so fingerprints (and what is keyed on them) are stable."""
+    size = corpus.stat().st_size
+    copies = []
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        copies.append(shutil.copy(corpus, tmp_path / name / "text.txt"))
+    for max_bytes in (size, size // 4):  # whole, then a seeded sample in a temporary folder
+        models = [SentencePieceTokenizer.train([text], tmp_path / f"m{k}_{max_bytes}.model", vocab_size=120,
+                                               max_bytes=max_bytes).model_file.read_bytes()
+                  for k, text in enumerate(copies)]
+        assert models[0] == models[1]
+    assert models[0] != (tmp_path / f"m0_{size}.model").read_bytes()  # the sample did train another model
+
+
+def test_cut_line_keeps_every_word_under_the_bound():
+    line = " ".join(f"w{i}" for i in range(400)).encode()
+    pieces = cut_line(line, 50)
+    assert max(map(len, pieces)) <= 50 and b" ".join(pieces) == line  # cut at spaces only
+    assert cut_line(b"short line", 50) == [b"short line"]
+    assert cut_line(b"a  " + b"b" * 60 + b"  ", 50) == [b"a ", b"b" * 50, b"b" * 10 + b"  "]  # no space in the run
+    accents = "\u00e9" * 30  # two bytes each: never cut inside a character
+    assert [p.decode() for p in cut_line(accents.encode(), 9)] == ["\u00e9" * 4] * 7 + ["\u00e9" * 2]
+
+
+def test_a_word_seen_only_in_a_long_line_is_learnt(corpus, tmp_path, caplog):
+    """SentencePiece skips lines over max_sentence_length (4,192 bytes) without a word: a review or article on one
+    line would be lost to training. They are cut at whitespace instead, and the cut is logged."""
+    text = tmp_path / "text.txt"
+    long_line = " ".join(["the zyzzyw model"] * 700)  # 11.9 kB: the only place "zyzzyw" (or z, y, w) occurs
+    text.write_text(corpus.read_text() + long_line + "\n")
+    with caplog.at_level(logging.INFO, logger="genlab"):
+        tok = SentencePieceTokenizer.train([text], tmp_path / "sp.model", vocab_size=120)
+    assert tok.encode_pieces("zyzzyw") == ["\u2581zyzzyw"]
+    assert "1 lines of text.txt are longer than SentencePiece's max_sentence_length (4192 bytes)" in caplog.text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sp.model", "sp.vocab", "text.txt"]  # no training copy left

@@ -13,6 +13,12 @@ trains exactly as before (same files, same options, the same model). 50 MB (~9M 
 text helps: on Zipf-distributed paragraphs over 100k words those models spend 0.354 / 0.342 / 0.345 / 0.345 pieces
 per held-out byte. GPT's 40k BPE needs far less memory: 106 / 115 / 188 MB peak for 5.4 / 10 / 40 MB.
 (``experiments/perf/tokenizer_training.py``.)
+
+SentencePiece silently skips every input line over ``max_sentence_length`` bytes (4,192 by default): a paragraph,
+article or review on one line would never reach training. Such lines are cut at whitespace into pieces under the
+bound in the text written for training (:func:`cut_line`; pieces never span whitespace, so nothing learnable is
+lost), and the count is logged. The stored model records no input path (``trainer_spec.input`` is cleared), so the
+same text and options give the same bytes, wherever the files or the temporary sample lived.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from genlab.utils import atomic_write
 log = logging.getLogger("genlab")
 MODEL_TYPES = ("unigram", "bpe")
 MAX_TRAINING_BYTES = 50_000_000
+MAX_LINE_BYTES = 4192  # SentencePiece's default max_sentence_length: longer input lines are skipped by its trainer
 
 
 class SentencePieceTokenizer:
@@ -77,8 +84,9 @@ class SentencePieceTokenizer:
 
         ``options`` go to the SentencePiece trainer unchanged (e.g. ``input_sentence_size``, ``split_digits``).
         Files of more than ``max_bytes`` in all are trained on through a random sample of their lines of about
-        that size (:func:`sample_lines`). The result requires the user-defined and control symbols it was trained
-        with.
+        that size (:func:`sample_lines`); lines longer than ``max_sentence_length`` (an option, default
+        :data:`MAX_LINE_BYTES`) are cut at whitespace rather than skipped. The result requires the user-defined and
+        control symbols it was trained with.
         """
         import sentencepiece as spm
 
@@ -103,9 +111,9 @@ class SentencePieceTokenizer:
             raise DataError(f"cannot write the tokenizer {model_file} ({err}); make its folder writable or point "
                             "paths.cache_dir= (or GENLAB_CACHE) at a writable folder.") from err
         with scratch_dir as scratch:
-            inputs = paths
-            if total_bytes(paths) > max_bytes:
-                inputs = [sample_lines(paths, Path(scratch) / "sample.txt", max_bytes, seed)]
+            inputs, max_line = paths, int(options.get("max_sentence_length", MAX_LINE_BYTES))
+            if total_bytes(paths) > max_bytes or any(_has_long_line(p, max_line) for p in paths):
+                inputs = [sample_lines(paths, Path(scratch) / "input.txt", max_bytes, seed, max_line)]
             try:
                 spm.SentencePieceTrainer.train(
                     input=[str(p) for p in inputs],
@@ -125,7 +133,7 @@ class SentencePieceTokenizer:
                     "high', lower vocab_size or give more text."
                 ) from err
         with atomic_write(model_file, "wb") as f:
-            f.write(model.getvalue())
+            f.write(_without_input_paths(model.getvalue()))
         tok = cls(model_file, required_symbols=(*user_defined_symbols, *control_symbols))
         with atomic_write(model_file.with_suffix(".vocab"), "w") as f:
             f.writelines(f"{tok.id_to_piece(i)}\t{tok._sp.GetScore(i)}\n" for i in range(len(tok)))
@@ -184,24 +192,73 @@ def _has_text(path: Path) -> bool:
     return False
 
 
-def sample_lines(paths: Sequence[Path], out: Path, max_bytes: int, seed: int = 0) -> Path:
-    """Write to ``out`` each line of ``paths`` with probability ``max_bytes`` / their size (seeded, so the sample is
-    reproducible), streaming them a piece at a time: the sample is about ``max_bytes`` and memory stays at a piece.
-    Lines are cut at ``\\n`` as SentencePiece reads them."""
+def _without_input_paths(model: bytes) -> bytes:
+    """The serialized model with ``trainer_spec.input`` cleared: the paths trained on (a user's folder, a temporary
+    sample or build folder) would make equal models differ in their bytes, hence their fingerprints."""
+    from sentencepiece import sentencepiece_model_pb2
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(model)
+    del proto.trainer_spec.input[:]
+    return proto.SerializeToString()
+
+
+def _has_long_line(path: Path, max_line: int) -> bool:
+    return any(len(line) > max_line for piece in line_pieces(path) for line in piece.data.split(b"\n"))
+
+
+def cut_line(line: bytes, max_line: int) -> list[bytes]:
+    """``line`` (without its newline) as pieces of at most ``max_line`` bytes, cut at the last space or tab that
+    fits (SentencePiece never learns a piece across whitespace, so the cut loses nothing) or, in a run of more than
+    ``max_line`` bytes without one, before the last UTF-8 character that fits; blank pieces are dropped."""
+    pieces = []
+    while len(line) > max_line:
+        cut = max(line.rfind(b" ", 0, max_line + 1), line.rfind(b"\t", 0, max_line + 1))
+        if cut >= 0:
+            head, line = line[:cut], line[cut + 1:]
+        else:
+            cut = max_line
+            while cut > 0 and (line[cut] & 0xC0) == 0x80:  # a UTF-8 continuation byte: not a character start
+                cut -= 1
+            cut = cut or max_line  # not UTF-8 at all: cut anywhere
+            head, line = line[:cut], line[cut:]
+        if head.strip():
+            pieces.append(head)
+    if line.strip():
+        pieces.append(line)
+    return pieces
+
+
+def sample_lines(paths: Sequence[Path], out: Path, max_bytes: int, seed: int = 0,
+                 max_line: int = MAX_LINE_BYTES) -> Path:
+    """Write to ``out`` each line of ``paths`` with probability ``max_bytes`` / their size (every line when they
+    are smaller; seeded, so the sample is reproducible), a line of more than ``max_line`` bytes first cut into
+    pieces under it (:func:`cut_line`, each then drawn on its own), streaming them a piece at a time: the sample is
+    about ``max_bytes`` and memory stays at a piece. Lines are cut at ``\\n`` as SentencePiece reads them."""
     total = total_bytes(paths)
     keep = max_bytes / total
-    log.info("SentencePiece trains on a random %.1f%% of the lines of %s (%.0f MB; it holds its input in memory, "
-             "so at most ~%.0f MB of it)", 100 * keep, ", ".join(p.name for p in paths), total / 1e6, max_bytes / 1e6)
+    if keep < 1:
+        log.info("SentencePiece trains on a random %.1f%% of the lines of %s (%.0f MB; it holds its input in memory, "
+                 "so at most ~%.0f MB of it)", 100 * keep, ", ".join(p.name for p in paths), total / 1e6,
+                 max_bytes / 1e6)
     rng = np.random.default_rng(seed)
-    progress = Progress("sampling tokenizer training text", total)
+    progress = Progress(f"{'sampling' if keep < 1 else 'writing'} the tokenizer's training text", total)
+    long_lines = 0
     with open(out, "wb") as f:
         for path in paths:
             for piece in line_pieces(path):
                 lines = piece.data.split(b"\n")
                 if piece.data.endswith(b"\n"):
                     lines.pop()
-                chosen = np.flatnonzero(rng.random(len(lines)) < keep)
-                f.writelines(lines[i] + b"\n" for i in chosen.tolist())
+                if any(len(line) > max_line for line in lines):
+                    long_lines += sum(len(line) > max_line for line in lines)
+                    lines = [cut for line in lines for cut in (cut_line(line, max_line) if len(line) > max_line
+                                                               else (line,))]
+                chosen = np.flatnonzero(rng.random(len(lines)) < keep).tolist() if keep < 1 else range(len(lines))
+                f.writelines(lines[i] + b"\n" for i in chosen)
                 progress.advance(len(piece.data))
     progress.finish()
+    if long_lines:
+        log.info("%d lines of %s are longer than SentencePiece's max_sentence_length (%d bytes), which it would skip: "
+                 "cut at whitespace into pieces under it", long_lines, ", ".join(p.name for p in paths), max_line)
     return out
