@@ -41,7 +41,7 @@ from genlab.utils import atomic_write
 log = logging.getLogger("genlab")
 MODEL_TYPES = ("unigram", "bpe")
 MAX_TRAINING_BYTES = 50_000_000
-MAX_LINE_BYTES = 4192  # SentencePiece's default max_sentence_length: longer input lines are skipped by its trainer
+MAX_SENTENCE_LENGTH = 4192  # SentencePiece's default max_sentence_length: longer input lines are skipped by its trainer
 
 
 class SentencePieceTokenizer:
@@ -85,8 +85,8 @@ class SentencePieceTokenizer:
         ``options`` go to the SentencePiece trainer unchanged (e.g. ``input_sentence_size``, ``split_digits``).
         Files of more than ``max_bytes`` in all are trained on through a random sample of their lines of about
         that size (:func:`sample_lines`); lines longer than ``max_sentence_length`` (an option, default
-        :data:`MAX_LINE_BYTES`) are cut at whitespace rather than skipped. The result requires the user-defined and
-        control symbols it was trained with.
+        :data:`MAX_SENTENCE_LENGTH`) are cut at whitespace rather than skipped. The result requires the
+        user-defined and control symbols it was trained with.
         """
         import sentencepiece as spm
 
@@ -111,7 +111,7 @@ class SentencePieceTokenizer:
             raise DataError(f"cannot write the tokenizer {model_file} ({err}); make its folder writable or point "
                             "paths.cache_dir= (or GENLAB_CACHE) at a writable folder.") from err
         with scratch_dir as scratch:
-            inputs, max_line = paths, int(options.get("max_sentence_length", MAX_LINE_BYTES))
+            inputs, max_line = paths, int(options.get("max_sentence_length", MAX_SENTENCE_LENGTH))
             if total_bytes(paths) > max_bytes or any(_has_long_line(p, max_line) for p in paths):
                 inputs = [sample_lines(paths, Path(scratch) / "input.txt", max_bytes, seed, max_line)]
             try:
@@ -230,7 +230,7 @@ def cut_line(line: bytes, max_line: int) -> list[bytes]:
 
 
 def sample_lines(paths: Sequence[Path], out: Path, max_bytes: int, seed: int = 0,
-                 max_line: int = MAX_LINE_BYTES) -> Path:
+                 max_line: int = MAX_SENTENCE_LENGTH) -> Path:
     """Write to ``out`` each line of ``paths`` with probability ``max_bytes`` / their size (every line when they
     are smaller; seeded, so the sample is reproducible), a line of more than ``max_line`` bytes first cut into
     pieces under it (:func:`cut_line`, each then drawn on its own), streaming them a piece at a time: the sample is
