@@ -226,7 +226,8 @@ def multi_question_files(root):
 def test_streamed_splits_are_the_direct_layout_for_every_layout_and_process_count(tmp_path, monkeypatch):
     """Every question of every split (the mini and multi-question files whose articles repeat) is laid out from its
     cache entry exactly as ``encode_question`` (XLNet, BERT, Funnel) or ``multiple_choice`` (GPT-1) lays out the
-    question read straight from its file; two tokenising processes write the one-process entry byte for byte."""
+    question read straight from its file, while each distinct article's ids are stored once; two tokenising
+    processes write the one-process entry byte for byte."""
     from genlab.data.finetune.gpt_datamodules import GPTRaceDataModule
     from genlab.data.finetune.gpt_transforms import SpecialTokens, multiple_choice
     from genlab.data.finetune.race import RaceDataModule
@@ -252,6 +253,10 @@ def test_streamed_splits_are_the_direct_layout_for_every_layout_and_process_coun
     for split in ("train", "dev", "test"):
         questions = read_race(root, split)
         assert len(questions) > 5 and all(len(dm.data[split]) == len(questions) for dm in (*dms, gpt))
+        articles = {q.article: None for q in questions}  # each stored once, in the row of its first question
+        stored = sum(len(tok.encode(a)) for a in articles) + sum(len(tok.encode(qa_text(q.question, o)))
+                                                                 for q in questions for o in q.options)
+        assert dms[0].data[split].rows.offsets[-1] == stored and len(articles) < len(questions)
         for dm, layout in zip(dms[1:], ("xlnet", "bert", "funnel")):
             assert dm.data[split].labels.tolist() == [q.label for q in questions]
             for i, q in enumerate(questions):
