@@ -209,28 +209,64 @@ class HashTok:
         return [10 + zlib.crc32(w.encode()) % 1000 for w in text.split()]
 
 
-def test_streamed_splits_are_the_direct_layout_for_any_process_count(tmp_path, monkeypatch):
-    """Each split is streamed into its cache entry and laid out per question as ``encode_question`` lays out the
-    question read straight from its file; two tokenising processes write the one-process entry byte for byte."""
+def multi_question_files(root):
+    """Files beside the mini's: one article in three files (two in a row, one after the other level's files), a file
+    of six questions (blanks and appended options), an empty article and one longer than any window."""
+    shared = "Ann keeps bees behind the old mill . Their honey is sold in town every Friday ."
+    qs = ["What does Ann keep ?", "Ann sells _ honey .", "When is the honey sold ?", "_ keeps bees .", "Where ?", "x"]
+    write(root, "train", "middle", "zz0.txt", race_obj(article=shared, id="zz0", questions=qs,
+                                                       options=[["bees", "cows", "cats", "dogs"]] * 6,
+                                                       answers=list("ABCDAB")))
+    write(root, "train", "middle", "zz1.txt", race_obj(article=shared, id="zz1"))
+    write(root, "train", "high", "zz2.txt", race_obj(article=shared, id="zz2", answers=["D", "C"]))
+    write(root, "dev", "middle", "zz3.txt", race_obj(article="", id="zz3"))
+    write(root, "test", "high", "zz4.txt", race_obj(article=" ".join(f"w{i}" for i in range(300)), id="zz4"))
+
+
+def test_streamed_splits_are_the_direct_layout_for_every_layout_and_process_count(tmp_path, monkeypatch):
+    """Every question of every split (the mini and multi-question files whose articles repeat) is laid out from its
+    cache entry exactly as ``encode_question`` (XLNet, BERT, Funnel) or ``multiple_choice`` (GPT-1) lays out the
+    question read straight from its file, while each distinct article's ids are stored once; two tokenising
+    processes write the one-process entry byte for byte."""
+    from genlab.data.finetune.gpt_datamodules import GPTRaceDataModule
+    from genlab.data.finetune.gpt_transforms import SpecialTokens, multiple_choice
     from genlab.data.finetune.race import RaceDataModule
 
-    build_race_mini(tmp_path / "race", n_paragraphs=60)
+    root = tmp_path / "race"
+    build_race_mini(root, n_paragraphs=60)
+    multi_question_files(root)
     monkeypatch.setattr(et, "PIECE_TEXTS", 16)  # several pieces: both processes really encode
-    monkeypatch.setattr(RaceDataModule, "_make_tokenizer", lambda self, train: HashTok())
-    dms = [RaceDataModule(path=str(tmp_path / "race"), cache_dir=str(tmp_path / f"cache{n}"), max_seq_len=40,
-                          max_qa_length=12, num_proc=n) for n in (1, 2)]
-    for dm in dms:
+    for cls in (RaceDataModule, GPTRaceDataModule):
+        monkeypatch.setattr(cls, "_make_tokenizer", lambda self, train: HashTok())
+    dms = [RaceDataModule(path=str(root), cache_dir=str(tmp_path / f"cache{n}"), max_seq_len=64, max_qa_length=12,
+                          num_proc=n) for n in (1, 2)]
+    dms += [RaceDataModule(path=str(root), cache_dir=str(tmp_path / "cache1"), layout=layout, max_seq_len=64,
+                           max_qa_length=12) for layout in ("bert", "funnel")]
+    gpt = GPTRaceDataModule(path=str(root), cache_dir=str(tmp_path / "gpt"), max_seq_len=64)
+    for dm in (*dms, gpt):
         dm.setup("fit")
     files = list((tmp_path / "cache1" / "encoded").glob("*/*.*"))
-    assert len(files) == 3 * 5  # per split: manifest, offsets, ids, values, tags
+    assert len(files) == 3 * 5  # per split: manifest, offsets, ids, values, tags (the layouts share the entry)
     for a in files:
         assert a.read_bytes() == (tmp_path / "cache2" / "encoded" / a.parent.name / a.name).read_bytes(), a
+    tok, sp = HashTok(), SpecialTokens.after_vocab(HashTok.vocab_size)
     for split in ("train", "dev", "test"):
-        questions, data = read_race(tmp_path / "race", split), dms[1].data[split]
-        assert len(data) == len(questions) > 5 and data.labels.tolist() == [q.label for q in questions]
-        for i in (0, 1, len(questions) // 2, len(questions) - 1):
-            q, item = questions[i], data[i]
-            for got, want in zip(("input_ids", "token_type_ids", "attention_mask"),
-                                 encode_question(q, HashTok(), 40, 12, "xlnet")):
-                assert item[got].tolist() == want.tolist(), (split, i, got)
+        questions = read_race(root, split)
+        assert len(questions) > 5 and all(len(dm.data[split]) == len(questions) for dm in (*dms, gpt))
+        articles = {q.article: None for q in questions}  # each stored once, in the row of its first question
+        stored = sum(len(tok.encode(a)) for a in articles) + sum(len(tok.encode(qa_text(q.question, o)))
+                                                                 for q in questions for o in q.options)
+        assert dms[0].data[split].rows.offsets[-1] == stored and len(articles) < len(questions)
+        for dm, layout in zip(dms[1:], ("xlnet", "bert", "funnel")):
+            assert dm.data[split].labels.tolist() == [q.label for q in questions]
+            for i, q in enumerate(questions):
+                item = dm.data[split][i]
+                for got, want in zip(("input_ids", "token_type_ids", "attention_mask"),
+                                     encode_question(q, tok, 64, 12, layout)):
+                    assert item[got].tolist() == want.tolist(), (split, layout, i, got)
+                assert (item["labels"], item["level"], item["qid"], item["index"]) == (q.label, q.level, q.qid, i)
+        for i, q in enumerate(questions):
+            item = gpt.data[split][i]
+            assert item["tokens"] == multiple_choice(tok.encode(q.article), tok.encode(q.question),
+                                                     [tok.encode(o) for o in q.options], sp, 64), (split, i)
             assert (item["labels"], item["level"], item["qid"], item["index"]) == (q.label, q.level, q.qid, i)

@@ -39,7 +39,7 @@ from genlab.data.finetune.zhang_minis import ZHANG_MINIS
 from genlab.data.loading.resumable import ResumableTrainOrder
 from genlab.data.sources.tiers import DatasetSpec, locate
 from genlab.data.text.cache_entry import file_stamp
-from genlab.data.text.distinct import text_digest
+from genlab.data.text.distinct import SHARED_TEXTS, with_earlier_row
 from genlab.data.text.encoded_texts import EncodedRows, encode_rows, tokenizer_identity
 from genlab.data.tokenizers.from_checkpoint import (
     FinetuneTokenizer,
@@ -95,25 +95,13 @@ def pair_item(a: list[int], b: list[int] | None, label: float | None, layout: st
     return item
 
 
-SHARED_TEXTS = 1 << 18  # distinct first texts a split remembers (~30 MB): MNLI's ~130k premises, SNLI's ~150k
-
-
 def share_first_texts(examples: Iterable[glue.Example], limit: int = SHARED_TEXTS
                       ) -> Iterator[tuple[glue.Example, int]]:
     """Each example with the row of the first earlier pair whose text A is the same, or -1: an NLI premise comes
     with three hypotheses (MNLI: 393k pairs, ~130k premises, in shuffled order), so it is tokenised and stored
-    once. Texts are remembered by a 128-bit digest, at most ``limit`` of them (later ones are then stored per row:
-    memory stays bounded); single texts are never shared. Decided here, in reading order, so the entry is the same
-    for any number of tokenising processes."""
-    first: dict[bytes, int] = {}
-    for row, ex in enumerate(examples):
-        shared = -1
-        if ex.text_b is not None:
-            digest = text_digest(ex.text_a)
-            shared = first.get(digest, -1)
-            if shared < 0 and len(first) < limit:
-                first[digest] = row
-        yield ex, shared
+    once (:func:`genlab.data.text.distinct.with_earlier_row`: at most ``limit`` texts remembered); single texts
+    are never shared."""
+    return with_earlier_row(examples, lambda ex: ex.text_a if ex.text_b is not None else None, limit)
 
 
 class EncodedSplit(Dataset):

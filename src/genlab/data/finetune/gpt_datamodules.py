@@ -11,7 +11,8 @@ transformations (``genlab.data.finetune.gpt_transforms``) and tokenizer (``genla
   parts cut to ``max_seq_len // 2 − 2`` tokens (``transform_roc``).
 
 RACE and Story Cloze are streamed into the encoded-text cache (``genlab.data.finetune.encoded_choices``: one row of
-ids per question or story, tokenised over ``data.num_proc`` processes) and laid out one example at a time.
+ids per question or story, a RACE article's ids stored once, tokenised over ``data.num_proc`` processes) and laid out
+one example at a time.
 
 Batches (right padding to the longest sequence of the batch, as the release shrinks ``n_ctx``): ``input_ids`` /
 ``lm_mask`` long ``[B, T]`` (one sequence), ``[B, 2, T]`` (both orders) or ``[B, K, T]`` (choices); ``labels``
@@ -40,7 +41,7 @@ from torch.utils.data import DataLoader, Dataset
 from genlab.data.finetune import gpt_transforms as T
 from genlab.data.finetune import story_cloze as sc
 from genlab.data.finetune.datamodule import ClassificationDataModule, EncodedSplit
-from genlab.data.finetune.encoded_choices import EncodedChoices, texts_encoder
+from genlab.data.finetune.encoded_choices import EncodedChoices, share_first_text, texts_encoder
 from genlab.data.finetune.race import RaceDataModule, RaceQuestion
 from genlab.data.finetune.tokenizer_cache import cached_tokenizer_model
 from genlab.data.loading.resumable import ResumableTrainOrder
@@ -156,7 +157,7 @@ def race_item(texts: list[list[int]], special: T.SpecialTokens, max_len: int) ->
 class GPTRaceDataModule(GPTLoaders, RaceDataModule):
     """RACE with one ``<s> article question $ option <e>`` per option (the article cut from its end to fit)."""
 
-    encoding, n_texts = "article, question, options", 6
+    encoding, n_texts = "article once, question, options", 6
 
     def __init__(self, source: str = "path", path: str | None = None, cache_dir: str | None = None,
                  tokenizer: str | None = None, vocab_size: int = 40478, max_seq_len: int = 512, batch_size: int = 32,
@@ -231,10 +232,10 @@ class GPTStoryClozeDataModule(GPTLoaders, ResumableTrainOrder, pl.LightningDataM
     def _encode_file(self, root: Path, name: str, part: str) -> EncodedRows:
         """One official CSV streamed into its cache entry: per story its context's and endings' ids."""
         key = ("story_cloze", file_stamp(root, [name]), tokenizer_identity(self.tokenizer))
-        encode = texts_encoder(self.tokenizer.encode, lambda s: (s.context, *s.endings), lambda s: (s.label,),
-                               lambda s: s.story_id)
-        return encode_rows(sc.iter_stories(root / name), encode, key, self.cache_dir, f"story_cloze {part}", n_values=4,
-                           num_proc=self.num_proc)
+        texts = lambda s: (s.context, *s.endings)
+        encode = texts_encoder(self.tokenizer.encode, texts, lambda s: (s.label,), lambda s: s.story_id)
+        return encode_rows(share_first_text(sc.iter_stories(root / name), texts), encode, key, self.cache_dir,
+                           f"story_cloze {part}", n_values=5, num_proc=self.num_proc)
 
     def model_overrides(self) -> dict[str, Any]:
         return {"vocab_size": self.tokenizer.vocab_size}

@@ -16,8 +16,9 @@ Batches: ``input_ids``/``token_type_ids``/``attention_mask`` [B, 4, T], ``labels
 unique within a split; the key of the task's predictions file).
 
 Preparation is bounded: a split is read one article file at a time, tokenised over ``data.num_proc`` processes into
-a manifest-checked cache entry (``genlab.data.finetune.encoded_choices``) and read back one question at a time, so
-memory does not grow with the number of questions.
+a manifest-checked cache entry (``genlab.data.finetune.encoded_choices``: each article's ids stored once, with the
+first of its questions) and read back one question at a time, so memory does not grow with the number of
+questions.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from torch.utils.data import DataLoader
 
 from genlab.data.finetune.datamodule import encode_pair
 from genlab.data.finetune.downloads import race_spec
-from genlab.data.finetune.encoded_choices import EncodedChoices, texts_encoder
+from genlab.data.finetune.encoded_choices import EncodedChoices, share_first_text, texts_encoder
 from genlab.data.finetune.race_mini import RACE_MINI
 from genlab.data.finetune.tokenizer_cache import piece_model
 from genlab.data.loading.resumable import ResumableTrainOrder
@@ -185,7 +186,8 @@ class RaceDataModule(ResumableTrainOrder, pl.LightningDataModule):
     never the layout or the lengths) and read back one question at a time (``EncodedChoices``)."""
 
     test_split = "test"  # the split test_dataloader serves; names the task's predictions file
-    encoding, n_texts = "article, question+option", 5  # what a cached row holds (GPT's: question, options apart)
+    # what a cached row holds (the article only in its first question's row; GPT's: question, options apart)
+    encoding, n_texts = "article once, question+option", 5
 
     def __init__(self, source: str = "path", path: str | None = None, cache_dir: str | None = None,
                  tokenizer: str | None = None, vocab_size: int = 32000, lower: bool = False, layout: str = "xlnet",
@@ -244,8 +246,9 @@ class RaceDataModule(ResumableTrainOrder, pl.LightningDataModule):
         files = [str(p.relative_to(root)) for _, p in split_files(root, name)]
         key = ("race", name, file_stamp(root, files), self.encoding, tokenizer_identity(self.tokenizer))
         encode = texts_encoder(self.tokenizer.encode, self._texts, lambda q: (q.label, q.level), lambda q: q.qid)
-        return encode_rows(unique_ids(iter_race(root, name), name), encode, key, self.cache_dir, f"race {name}",
-                           n_values=2 + self.n_texts, num_proc=self.num_proc)
+        questions = share_first_text(unique_ids(iter_race(root, name), name), self._texts)
+        return encode_rows(questions, encode, key, self.cache_dir, f"race {name}", n_values=3 + self.n_texts,
+                           num_proc=self.num_proc)
 
     def _loader(self, name: str, shuffle: bool, bs: int) -> DataLoader:
         return DataLoader(self.data[name], batch_size=bs, shuffle=shuffle, num_workers=self.num_workers,
