@@ -34,6 +34,7 @@ import time
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -120,8 +121,19 @@ class Words:
             words[10 + 7 * i] = special
         self.words = np.array(words, dtype=object)
 
+    def ids(self, n: int) -> np.ndarray:
+        """Ranks of ``n`` words drawn from the law."""
+        return np.minimum(np.searchsorted(self.cdf, self.rng.random(n)), len(self.words) - 1)
+
     def sample(self, n: int) -> np.ndarray:
-        return self.words[np.minimum(np.searchsorted(self.cdf, self.rng.random(n)), len(self.words) - 1)]
+        return self.words[self.ids(n)]
+
+    @cached_property
+    def spelled(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every word's UTF-8 bytes back to back (uint8), each word's offset into them and its length."""
+        encoded = [w.encode() for w in self.words]
+        lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+        return np.frombuffer(b"".join(encoded), dtype=np.uint8), np.cumsum(lengths) - lengths, lengths
 
 
 def _base26(r: int) -> str:
@@ -154,16 +166,33 @@ def write_lines(path: Path, words: Words, n_words: int, line_words: float, blank
 
 
 def write_sentences(path: Path, words: Words, n_words: int, sentence_words: float) -> None:
-    """One sentence a line ("w1 w2 .\\n", the LM1B shards' layout), first letter upper-cased as in news text."""
+    """One sentence a line ("W1 w2 .\\n", the LM1B shards' layout), first letter upper-cased as in news text.
+
+    Laid out as bytes with NumPy a million words at a time (~10x the rate of joining Python strings, which made
+    writing the 4.2 GB of training shards the slow part); the text is the one ``" ".join(sentence).capitalize() +
+    " .\\n"`` per sentence would give (the words are lower-case ASCII) from the same draws."""
     rng = words.rng
-    with open(path, "w", encoding="utf-8") as f:
+    spelling, offset, length = words.spelled
+    with open(path, "wb") as f:
         done = 0
         while done < n_words:
-            toks = words.sample(min(1 << 20, n_words - done))
-            cuts = np.cumsum(rng.geometric(1 / sentence_words, len(toks) // max(int(sentence_words), 1) + 2))
-            cuts = cuts[cuts < len(toks)]
-            f.write("".join(" ".join(part).capitalize() + " .\n" for part in np.split(toks, cuts)))
-            done += len(toks)
+            ids = words.ids(min(1 << 20, n_words - done))
+            cuts = np.cumsum(rng.geometric(1 / sentence_words, len(ids) // max(int(sentence_words), 1) + 2))
+            cuts = cuts[cuts < len(ids)]
+            last = np.append(cuts - 1, len(ids) - 1)  # each sentence's last word: " .\n" after it, not " "
+            n = length[ids]
+            size = n + 1
+            size[last] += 2
+            start = np.cumsum(size) - size
+            out = np.full(int(size.sum()), ord(" "), dtype=np.uint8)
+            within = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)  # each byte's place in its word
+            out[np.repeat(start, n) + within] = spelling[np.repeat(offset[ids], n) + within]
+            end = start[last] + n[last] + 1
+            out[end], out[end + 1] = ord("."), ord("\n")
+            first = start[np.append(0, cuts)]
+            out[first] -= ((out[first] >= ord("a")) & (out[first] <= ord("z"))).astype(np.uint8) * 32
+            f.write(out.tobytes())
+            done += len(ids)
 
 
 def zipped_text(path: Path, member: str, words: Words, n_bytes: int, newline_every: int = 0) -> None:
