@@ -9,6 +9,7 @@ import pytest
 from genlab.data.lm import readers as R
 from genlab.data.lm.corpora import load_lm_corpus
 from genlab.data.lm.vocab import Vocab
+from genlab.data.text import chunks
 from genlab.errors import ConfigError, DataError
 
 
@@ -477,9 +478,10 @@ def test_lm1b_training_shards_encoded_in_workers_equal_shuffling_the_sentence_li
                                                                                      convention):
     """Workers encode each shard in file order and the parent lays the sentences out in the shuffled order: the same
     stream as shuffling each shard's sentence list and joining it with its boundary symbols, for 1 or 2 processes
-    and for a shard read in blocks of 3 lines."""
+    and for shards read in pieces of a line or two (Windows and old-Mac line ends and blank lines included)."""
     shards = [[f"the cat {'dog ' * (i % 5)}." for i in range(k, k + 9)] + ["an odd one"] for k in range(4)]
     names = _lm1b(tmp_path, shards)
+    (tmp_path / names[1]).write_bytes(b"the cat .\r\n\r\n  dog the\rcat\n\n")
     vocab = R.read_lm1b_vocab(tmp_path / R.LM1B_VOCAB)
     rng = np.random.default_rng(3)
     expected = []
@@ -487,7 +489,16 @@ def test_lm1b_training_shards_encoded_in_workers_equal_shuffling_the_sentence_li
         sents = R._sentences(tmp_path / names[int(shard)])
         sents = [sents[i] for i in rng.permutation(len(sents))]
         expected.append(R.lm1b_stream(sents, vocab, convention, "ref", opening=k == 0))
-    for procs, block in ((1, R.SHARD_BLOCK_LINES), (2, R.SHARD_BLOCK_LINES), (1, 3)):
-        monkeypatch.setattr(R, "SHARD_BLOCK_LINES", block)
+    for procs, piece in ((1, chunks.PIECE_BYTES), (2, chunks.PIECE_BYTES), (1, 16), (2, 16)):
+        monkeypatch.setattr(chunks, "PIECE_BYTES", piece)
         _, splits = _read_lm1b(tmp_path, convention, 3, train_shards=names, num_proc=procs)
         assert np.array_equal(splits["train"], np.concatenate(expected)) and splits["train"].dtype == np.int32
+
+
+@pytest.mark.parametrize("text", [b"", b"\n \n\n"])
+def test_lm1b_training_shard_without_sentences_is_a_data_error_naming_it(tmp_path, monkeypatch, text):
+    names = _lm1b(tmp_path, SHARDS)
+    (tmp_path / names[2]).write_bytes(text)
+    monkeypatch.setattr(chunks, "PIECE_BYTES", 4)
+    with pytest.raises(DataError, match="news.en-00003-of-00100 holds no sentences"):
+        _read_lm1b(tmp_path, train_shards=names)

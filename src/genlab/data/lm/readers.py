@@ -30,19 +30,18 @@ from genlab.utils import atomic_write
 SPLITS = ("train", "valid", "test")
 EOS = "<eos>"
 ENCODE_CHUNK_LINES = 100_000
-SHARD_BLOCK_LINES = 10_000  # LM1B sentences encoded at a time: ~35 MB of word strings, not ~0.5 GB for a whole shard
 PARSE_CHUNK_BYTES = 1 << 23  # enwik8/text8 files are parsed and written in pieces of this size
 
 
 # ---------------------------------------------------------------------------------------------- word streams
-def _read_lines(path: Path, lines: int | None = None) -> Iterable[list[str]]:
+def _read_lines(path: Path) -> Iterable[list[str]]:
     """Blocks of lines of a UTF-8 file; a decoding error becomes a DataError naming the file."""
     try:
         with open(path, encoding="utf-8") as f:
             block: list[str] = []
             for line in f:
                 block.append(line)
-                if len(block) >= (lines or ENCODE_CHUNK_LINES):
+                if len(block) >= ENCODE_CHUNK_LINES:
                     yield block
                     block = []
             if block:
@@ -413,21 +412,28 @@ LM1B_MARKERS = {"eos": (EOS, 0, 1), "pytorch": ("<S>", 0, 1), "tf": ("<S>", 1, 1
 
 @dataclass(frozen=True)
 class ShardEncoder:
-    """One LM1B shard's sentences encoded in file order: (ids, words per sentence). A worker's job; the parent
-    shuffles the sentences and adds the boundary symbols (:func:`lm1b_layout`)."""
+    """A piece of an LM1B shard (:func:`line_pieces`: ~1 MB, whole lines) encoded in file order: (whether it ends
+    its shard, its bytes, ids, words per sentence). A worker's job; the parent joins a shard's pieces, shuffles its
+    sentences and adds the boundary symbols (:func:`lm1b_layout`). Pieces, not whole 42 MB shards: progress is
+    logged within a shard (a shard is ~5 CPU seconds) and a worker holds a piece's word strings (~10 MB)."""
 
     vocab: Vocab
     lower: bool = False
 
-    def __call__(self, path: Path) -> tuple[np.ndarray, np.ndarray]:
-        ids, lengths = [np.zeros(0, dtype=np.int32)], [np.zeros(0, dtype=np.int64)]
-        for block in _read_lines(path, SHARD_BLOCK_LINES):
-            words = [s.split() for s in _block_sentences(block, self.lower)]
-            lengths.append(np.fromiter(map(len, words), dtype=np.int64, count=len(words)))
-            ids.append(self.vocab.encode([w for sentence in words for w in sentence], where=str(path)))
-        if sum(map(len, lengths)) == 0:
-            _sentences(path)  # raises: the shard is empty
-        return np.concatenate(ids), np.concatenate(lengths)
+    def __call__(self, piece: Piece) -> tuple[bool, int, np.ndarray, np.ndarray]:
+        # the lines text-mode reading gives (\n, \r\n and \r end a line), as the held-out shards are read
+        lines = decode_piece(piece).replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        words = [s.split() for s in _block_sentences(lines, self.lower)]
+        lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
+        ids = self.vocab.encode([w for sentence in words for w in sentence], where=piece.path)
+        return piece.last, len(piece.data), ids, lengths
+
+
+def _shard_pieces(paths: Sequence[Path]) -> Iterator[Piece]:
+    for path in paths:
+        if path.stat().st_size == 0:
+            raise _no_sentences(path)
+        yield from line_pieces(path)
 
 
 def lm1b_layout(ids: np.ndarray, lengths: np.ndarray, order: np.ndarray, marker: int, convention: str,
@@ -455,8 +461,12 @@ def _sentences(path: Path, lower: bool = False) -> list[str]:
     for block in _read_lines(path):
         out.extend(_block_sentences(block, lower))
     if not out:
-        raise DataError(f"{path} holds no sentences: the shard is empty. Replace it with the real file.")
+        raise _no_sentences(path)
     return out
+
+
+def _no_sentences(path: Path) -> DataError:
+    return DataError(f"{path} holds no sentences: the shard is empty. Replace it with the real file.")
 
 
 def build_lm1b_top_vocab(root: Path, size: int, train_shards: Sequence[str] = LM1B_TRAIN_SHARDS,
@@ -502,11 +512,20 @@ def read_lm1b(
         paths = [root / train_shards[int(k)] for k in rng.permutation(len(train_shards))]
         progress = Progress(f"encoding {len(paths)} LM1B training shards", total_bytes(paths))
         marker = int(vocab.encode([LM1B_MARKERS[convention][0]], where=str(root))[0])
-        for k, (path, (ids, lengths)) in enumerate(zip(paths, ordered_map(ShardEncoder(vocab, lower), paths,
-                                                                          num_proc))):
-            # the same draws as shuffling each shard's sentence list in shard order
-            yield lm1b_layout(ids, lengths, rng.permutation(len(lengths)), marker, convention, opening=k == 0)
-            progress.advance(path.stat().st_size)
+        k, ids, lengths = 0, [], []
+        for last, n_bytes, piece_ids, piece_lengths in ordered_map(ShardEncoder(vocab, lower), _shard_pieces(paths),
+                                                                   num_proc):
+            ids.append(piece_ids)
+            lengths.append(piece_lengths)
+            progress.advance(n_bytes)
+            if last:
+                shard_lengths = np.concatenate(lengths)
+                if not len(shard_lengths):  # blank lines only
+                    raise _no_sentences(paths[k])
+                # the same draws as shuffling each shard's sentence list in shard order
+                yield lm1b_layout(np.concatenate(ids), shard_lengths, rng.permutation(len(shard_lengths)), marker,
+                                  convention, opening=k == 0)
+                k, ids, lengths = k + 1, [], []
         progress.finish()
 
     def heldout(shards: Sequence[str]) -> np.ndarray:
