@@ -463,4 +463,28 @@ def test_full_size_covers_every_paper_preset_of_the_memory_table(monkeypatch):
     import memory_estimate
 
     assert set(memory_estimate.PAPER_PRESETS) <= set(full_size.PRESETS)
-    assert all((ROOT / "conf" / "experiment" / f"{name}.yaml").is_file() for name in full_size.PRESETS)
+    assert all((ROOT / "conf" / "experiment" / f"{name}.yaml").is_file() for name in [*full_size.PRESETS,
+                                                                                        *full_size.TRAINED])
+
+
+def test_full_size_gdan_data_reads_as_squad_and_unlabeled(monkeypatch, tmp_path):
+    """The synthetic SQuAD v1.1 + unlabelled files GDAN's full-size run reads, at a few paragraphs: the counts asked
+    for, every answer at its offset."""
+    monkeypatch.syspath_prepend(str(ROOT / "experiments" / "perf"))
+    import full_size_data
+
+    from genlab.data.qa.answers import UnlabeledCounts, iter_unlabeled
+    from genlab.data.qa.protocol import read_articles
+
+    monkeypatch.setattr(full_size_data, "SQUAD", {"train": (3, 7, 33), "dev": (2, 4, 21)})
+    monkeypatch.setattr(full_size_data, "UNLABELED_PARAGRAPHS", 6)
+    root = full_size_data.dataset_dir("squad-gdan", tmp_path)
+    for split, (n_articles, n_paragraphs, n_questions) in full_size_data.SQUAD.items():
+        articles = read_articles(root / f"{split}-v1.1.json")
+        questions = [q for _, qs in articles for q in qs]
+        assert (len(articles), len({q.context for q in questions}), len(questions)) == (
+            n_articles, n_paragraphs, n_questions)
+        assert all(q.context[a["answer_start"]:].startswith(a["text"]) for q in questions for a in q.answers)
+    counts = UnlabeledCounts()
+    rows = list(iter_unlabeled(root / "unlabeled.jsonl", counts=counts))
+    assert len(rows) == 6 and all(len(r.answers) == 5 for r in rows) and counts == UnlabeledCounts()

@@ -15,8 +15,8 @@ only the batch is shrunk to fit: ``--batch`` sequences (1) of the preset's lengt
   mapped, copied in place so the resume needs no second copy of the state) and the same step again: every weight
   and optimiser tensor must equal the continuation's (``torch.equal`` on kept copies; where copies would not fit,
   ``--keep-gb``, SHA-256 of the raw bytes, which is stricter);
-- the image and graph systems (bad GAN, PixelCNN++, CEGAN, Planetoid: manual optimisation, models sized by their
-  data) step through ``train.py`` itself on data of the real format and size (``full_size_data``), at their real
+- the image, graph and QA systems (bad GAN, PixelCNN++, CEGAN, Planetoid, GDAN: manual optimisation, models sized
+  by their data) step through ``train.py`` itself on data of the real format and size (``full_size_data``), at their real
   batch: a run of ``--steps`` + 1 steps with a checkpoint after ``--steps``, and a second run resumed from that
   checkpoint with ``ckpt_path=``, which must end in the same checkpoint bit for bit (weights, optimiser and
   scheduler states, step); a callback injected into the first run times its steps and checkpoint writes, and the
@@ -106,18 +106,27 @@ TRAINED = {
     "cegan_nist": ("mnist", "not stated (Dai thesis App. B.5.2)"),
     **{f"planetoid_{mode}_{graph}": (f"planetoid-{graph}", f"not stated (Yang thesis Table 3.6, Planetoid-{mode.upper()})")
        for mode in "ti" for graph in ("citeseer", "cora", "pubmed")},
+    **{f"gdan_squad_{method}": ("squad-gdan", f"not stated (Yang thesis Table 3.4, {row}; vocabularies at the caps)")
+       for method, row in (("sl", "SL"), ("context", "Context"), ("context_domain", "Context + domain"),
+                           ("gen", "Gen"), ("gen_gan", "Gen + GAN"), ("gen_dual", "Gen + dual"),
+                           ("gen_domain", "Gen + domain"), ("gen_domain_adv", "Gen + domain + adv"),
+                           ("r0.1", "Gen + domain + adv at labelling rate 0.1"))},
 }
 # The low-density presets' PixelCNN++ (``task.density_ckpt``): the density preset's own full-size run writes it. Their
-# runs take the penalty at every step (it starts at iteration 9,000 in the presets), the heaviest iteration.
+# runs take the penalty at every step (it starts at iteration 9,000 in the presets), the heaviest iteration. The
+# threshold is scored on the first 40 test images (one density batch), not all 10,000 / 26,032: what is measured
+# here is the step, its memory and the resume, and the threshold's value does not change their cost.
 DENSITY = {"bad_gan_mnist": "pixelcnn_mnist", "bad_gan_mnist_fm_ld_ent": "pixelcnn_mnist",
            "bad_gan_svhn_fm_pt_ld_ent": "pixelcnn_svhn"}
-LD_EVERY_STEP = ["task.ld_start_iter=0", "task.ld_prob=1.0"]
+LD_EVERY_STEP = ["task.ld_start_iter=0", "task.ld_prob=1.0", "task.ld_threshold_images=40"]
 # Every train.py run: checkpoints every 2 steps (the first one kept), no sanity/test passes, CSV logs. Planetoid's
 # first batch is its whole warm-up (one step per sub-batch): shrunk to 2 + 1 sub-batches, checkpoint at step 4.
 RUN = ["trainer.max_epochs=null", "trainer.num_sanity_val_steps=0", "trainer.limit_val_batches=2",
        "trainer.enable_progress_bar=false", "test_after_fit=false", "logger=csv", "callbacks.checkpoint.monitor=null"]
 STEPS = {"planetoid": ["data.warmup_label_iters=2", "data.warmup_graph_iters=1", "trainer.max_steps=5",
                        "callbacks.checkpoint.every_n_train_steps=4"]}
+# GDAN: one MLE update of G (4,000 in the presets), so the run also steps the D and G updates that alternate after it.
+PHASES = {"gdan": ["task.mle_steps=1"]}
 GB = 1024**3
 
 
@@ -315,8 +324,9 @@ def train_py(run: Path, preset: str, args: argparse.Namespace, *extra: str) -> t
     if dataset is not None:
         root = dataset_dir(dataset, Path(args.folder) / "full_size_data")
         data = ["data.source=path", f"data.path={root}", *(["data.name=synth"] if dataset.startswith("planetoid") else [])]
-    steps = STEPS.get(preset.split("_")[0], [f"trainer.max_steps={args.steps + 1}",
-                                              f"callbacks.checkpoint.every_n_train_steps={args.steps}"])
+    family = preset.split("_")[0]
+    steps = STEPS.get(family, [f"trainer.max_steps={args.steps + 1}",
+                               f"callbacks.checkpoint.every_n_train_steps={args.steps}", *PHASES.get(family, [])])
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
     cmd = [sys.executable, str(ROOT / "train.py"), f"experiment={preset}", f"hydra.run.dir={run}", *RUN, *data,
            *steps, "+callbacks.clock._target_=full_size.StepClock", *args.override, *extra]

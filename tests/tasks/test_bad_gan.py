@@ -175,6 +175,19 @@ def test_ld_fires_only_after_start_and_with_probability_and_freezes_density(step
     assert not ids & {id(p) for p in density.parameters()}
 
 
+def test_ld_threshold_scores_the_first_reference_images_when_bounded():
+    model = BadGAN(MLPDiscriminator(in_dim=16, hidden=(8,)), MLPGenerator(z_dim=4, hidden=(8,), out_dim=16))
+    density, reference = GaussianDensity(), torch.randn(50, 1, 4, 4, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        full, first = (L.density_threshold(density.log_prob(x * 2 - 1), 10) for x in (reference, reference[:20]))
+    assert full != first
+    for n, expected in ((None, full), (20, first)):
+        task = make_task(model, ld_weight=1.0, density_model=density, image_shape=[1, 4, 4], ld_threshold_images=n)
+        assert torch.allclose(task.density_threshold_of(reference), expected)
+    with pytest.raises(ConfigError, match="ld_threshold_images=0"):
+        make_task(model, ld_threshold_images=0)
+
+
 # ------------------------------------------------------------------------------------------ helpers + 10, 15, 16
 def make_task(model, **kw):
     task = BadGANTask(model, optimizer=partial(torch.optim.Adam, lr=3e-3, betas=(0.5, 0.9999)),

@@ -64,7 +64,7 @@ class BadGANTask(pl.LightningModule):
                  ent_normalize_over: str = "K", fm_type: str = "sq_mean", pt_weight: float = 0.0,
                  vi_weight: float = 0.0, vi_sigma_max: float | None = None, ld_weight: float = 0.0,
                  ld_start_iter: int = 9000, ld_prob: float = 0.1, ld_n_samples: int = 30, ld_quantile: float = 10.0,
-                 ld_threshold_set: str = "test", density_input_map: str = "unit_to_symmetric",
+                 ld_threshold_set: str = "test", ld_threshold_images: int | None = None, density_input_map: str = "unit_to_symmetric",
                  density_ckpt: str | None = None,
                  density_model: nn.Module | None = None, image_shape: list[int] | None = None,
                  lr_horizon_epochs: int | None = None, lr_floor: float = 0.0, init_batches: int = 5,
@@ -88,6 +88,8 @@ class BadGANTask(pl.LightningModule):
             raise ConfigError("task.vi_weight > 0 needs model.encoder and task.enc_optimizer.")
         if density_input_map not in ("unit_to_symmetric", "identity"):
             raise ConfigError(f"task.density_input_map={density_input_map!r}: use 'unit_to_symmetric' or 'identity'.")
+        if ld_threshold_images is not None and ld_threshold_images < 1:
+            raise ConfigError(f"task.ld_threshold_images={ld_threshold_images}: use a positive count or null (all).")
         if polyak_decay is not None and not 0.0 < polyak_decay < 1.0:
             raise ConfigError(f"task.polyak_decay={polyak_decay} must lie in (0, 1) (improved-GAN: 0.9999) or be null.")
         if polyak_init not in ("zeros", "weights"):
@@ -192,8 +194,7 @@ class BadGANTask(pl.LightningModule):
         # With a density model the threshold and log-p statistics are computed even at ld_weight=0, so the LD
         # preset with task.ld_weight=0 is the FM baseline of Yang thesis Table 3.2 under the same density.
         if self.density is not None and torch.isnan(self.ld_threshold):
-            ref = dm.reference_images(self.hparams.ld_threshold_set)
-            self.ld_threshold.fill_(L.density_threshold(self.log_density_batched(ref), self.hparams.ld_quantile))
+            self.ld_threshold.fill_(self.density_threshold_of(dm.reference_images(self.hparams.ld_threshold_set)))
         self.iters_per_epoch = dm.iters_per_epoch if dm is not None else 1
 
     def _pretrain_density(self, images: Tensor) -> None:
@@ -212,6 +213,13 @@ class BadGANTask(pl.LightningModule):
         self.density.requires_grad_(False).eval()
 
     @torch.no_grad()
+    def density_threshold_of(self, reference: Tensor) -> Tensor:
+        """The LD threshold: the ``ld_quantile`` percentile of the reference images' log-density, over the first
+        ``ld_threshold_images`` of them when set (a sampled estimate of the same percentile, for
+        runs where scoring every image, one PixelCNN++ forward pass each, costs too much)."""
+        n = self.hparams.ld_threshold_images
+        return L.density_threshold(self.log_density_batched(reference[:n]), self.hparams.ld_quantile)
+
     def log_density_batched(self, x: Tensor, batch: int = 200) -> Tensor:
         return torch.cat([self._log_density(x[i:i + batch].to(self.device)) for i in range(0, len(x), batch)])
 
