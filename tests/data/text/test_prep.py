@@ -90,7 +90,8 @@ def test_read_lines_keeps_line_ends_drops_the_bom_and_names_a_bad_file(tmp_path)
 
 def test_every_long_reading_step_reports_progress(tmp_path, monkeypatch, caplog):
     """With the interval at 0 every step logs: reading finetuning text and SQuAD/RACE files, extracting GDAN's
-    answers, encoding texts, LM1B's training shards and a download."""
+    answers, encoding texts, checksumming a new cache entry and verifying it before it is read, LM1B's training
+    shards and a download."""
     import json
 
     from genlab.data.finetune.race import read_race
@@ -117,10 +118,12 @@ def test_every_long_reading_step_reports_progress(tmp_path, monkeypatch, caplog)
         read_race(tmp_path, "train")
         read_unlabeled(tmp_path / "u.jsonl", HeuristicExtractor())
         encode_texts(["x", "yz"], lambda t: ([1] * len(t),), "e", tmp_path / "cache", "toy texts")
+        encode_texts(["x", "yz"], lambda t: ([1] * len(t),), "e", tmp_path / "cache", "toy texts")  # checked, read
         vocab = R.build_lm1b_top_vocab(tmp_path, 5, ["shard"])
         R.materialize(R.read_lm1b(tmp_path, "eos", 0, ["shard"], ["shard"], ["shard"], vocab)[1]["train"])
         fetch(RemoteFile((tmp_path / "shard").as_uri(), None, "shard"), tmp_path / "copy")
     for step in ("reading train.tsv: done", "reading train.json: done", "reading RACE train (2 files): done",
                  "extracting answers from u.jsonl: done", "encoding toy texts: done",
+                 "checksumming the cache entry toy_texts-", "verifying the cache entry toy_texts-",
                  "encoding 1 LM1B training shards: done", "downloading file://"):
         assert step in caplog.text

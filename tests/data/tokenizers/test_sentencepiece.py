@@ -177,5 +177,5 @@ def test_a_word_seen_only_in_a_long_line_is_learnt(corpus, tmp_path, caplog):
     with caplog.at_level(logging.INFO, logger="genlab"):
         tok = SentencePieceTokenizer.train([text], tmp_path / "sp.model", vocab_size=120)
     assert tok.encode_pieces("zyzzyw") == ["\u2581zyzzyw"]
-    assert "1 lines of text.txt are longer than SentencePiece's max_sentence_length (4192 bytes)" in caplog.text
+    assert "skips lines over max_sentence_length (4192 bytes): 1 of text.txt" in caplog.text
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sp.model", "sp.vocab", "text.txt"]  # no training copy left

@@ -4,8 +4,10 @@ An entry is keyed on the content of the (whitespace-normalised) training lines a
 same data under another folder name, a symlink or a copy reuses it, and edited data trains a new one. It is a
 manifest-checked cache entry (``genlab.data.text.cache_entry``): published whole, verified before use, rebuilt with a
 message when truncated or corrupted. The text is never held in memory: it is read once to key the entry and, when the
-entry is missing, once more, streamed into the training file (SentencePiece then trains on a bounded sample of it:
-``genlab.data.tokenizers.sentencepiece``); both passes and the training log progress through the ``genlab`` logger.
+entry is missing, once more, streamed into the training file (SentencePiece then trains on a bounded sample of it,
+a text longer than its line limit cut at whitespace rather than skipped: ``genlab.data.tokenizers.sentencepiece``);
+both passes and the training log progress through the ``genlab`` logger. A rebuilt entry holds the same model bytes
+(the build folder is not recorded in it).
 """
 
 from __future__ import annotations

@@ -259,6 +259,6 @@ def sample_lines(paths: Sequence[Path], out: Path, max_bytes: int, seed: int = 0
                 progress.advance(len(piece.data))
     progress.finish()
     if long_lines:
-        log.info("%d lines of %s are longer than SentencePiece's max_sentence_length (%d bytes), which it would skip: "
-                 "cut at whitespace into pieces under it", long_lines, ", ".join(p.name for p in paths), max_line)
+        log.info("lines cut at whitespace for SentencePiece, which skips lines over max_sentence_length (%d bytes): "
+                 "%d of %s", max_line, long_lines, ", ".join(p.name for p in paths))
     return out
