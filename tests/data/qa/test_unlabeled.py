@@ -103,9 +103,10 @@ def test_setup_holds_no_unlabelled_paragraph_logs_every_phase_and_reads_the_cach
 
     with caplog.at_level(logging.INFO, logger="genlab"):
         dm = setup()
-    for phase in ("reading unlabeled.jsonl", "encoding gdan unlabelled words",
-                  "finding the tokens of the answers of unlabeled.jsonl", "counting the words of U",
-                  "writing U's ids"):
+    for phase in ("finding the answers of train-v1.1.json", "reading the answers of dev-v1.1.json",
+                  "reading the answers of the test articles", "reading unlabeled.jsonl",
+                  "encoding gdan unlabelled words", "finding the tokens of the answers of unlabeled.jsonl",
+                  "counting the words of U", "writing the ids of SQuAD's paragraphs", "writing U's ids"):
         assert any(m.startswith(f"{phase}: done") for m in caplog.messages), phase
     squad_contexts = {p.context for p in dm.passages}
     assert len(dm.passages) == len(squad_contexts) and len(dm.unlabeled) > 0

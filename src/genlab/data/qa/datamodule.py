@@ -67,7 +67,7 @@ from genlab.data.qa.text import (
 from genlab.data.qa.unlabeled import UnlabeledPairs, context_digest, read_pairs
 from genlab.data.qa.wiki_mini import GDAN_WIKI_MINI
 from genlab.data.sources.tiers import locate
-from genlab.data.text.progress import heartbeat, text_bytes, tracked
+from genlab.data.text.progress import text_bytes, tracked
 from genlab.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
@@ -289,35 +289,33 @@ class SemiSupervisedSquadDataModule(pl.LightningDataModule):
           the same word (qe_comm, attention) instead of being one <unk> that matches every other.
         On the real-data mini the choice decides whether Context beats SL (experiments/gdan/README.md)."""
         hp = self.hparams
-        with heartbeat("counting the words of L and SQuAD"):  # a few seconds at SQuAD's size, silent
-            l_tokens: Counter = Counter()  # every word occurrence of L (D's counts)
-            examples: dict[int, set[str]] = {}  # distinct L paragraph -> its words and its L questions' words
-            for it in self.labeled:
-                l_tokens.update(it.question)
-                examples.setdefault(it.passage, set()).update(it.question)
-            for pid in sorted(examples):
-                l_tokens.update(self.passages[pid].words)
-                examples[pid].update(self.passages[pid].words)
-            # G's counts are paragraph frequencies: a question word is usually a word of its own paragraph, so counting
-            # occurrences puts nearly every L question word twice, hence in G's vocabulary, and G never learns to copy
-            # (on the wiki mini 100 % of L's target words were vocabulary words, 28 % of dev's copies).
-            g_counts = Counter(w for pid in sorted(examples) for w in sorted(examples[pid]))
-            d_counts: Counter = Counter()
-            if hp.d_vocab_from == "all":  # every paragraph and question read
-                for p in self.passages:
-                    d_counts.update(p.words)
-                for it in [*self._train_pool, *self.splits["dev"], *self.splits["test"]]:
-                    d_counts.update(it.question)
-                counted = self.passages
-            else:
-                d_counts.update(l_tokens)
-                counted = [self.passages[pid] for pid in examples]
+        l_tokens: Counter = Counter()  # every word occurrence of L (D's counts)
+        examples: dict[int, set[str]] = {}  # distinct L paragraph -> its words and its L questions' words
+        for it in self.labeled:
+            l_tokens.update(it.question)
+            examples.setdefault(it.passage, set()).update(it.question)
+        for pid in sorted(examples):
+            l_tokens.update(self.passages[pid].words)
+            examples[pid].update(self.passages[pid].words)
+        # G's counts are paragraph frequencies: a question word is usually a word of its own paragraph, so counting
+        # occurrences puts nearly every L question word twice, hence in G's vocabulary, and G never learns to copy
+        # (on the wiki mini 100 % of L's target words were vocabulary words, 28 % of dev's copies).
+        g_counts = Counter(w for pid in sorted(examples) for w in sorted(examples[pid]))
+        d_counts: Counter = Counter()
+        if hp.d_vocab_from == "all":  # every paragraph and question read
+            for p in self.passages:
+                d_counts.update(p.words)
+            for it in [*self._train_pool, *self.splits["dev"], *self.splits["test"]]:
+                d_counts.update(it.question)
+            counted = self.passages
+        else:
+            d_counts.update(l_tokens)
+            counted = [self.passages[pid] for pid in examples]
         if self.unlabeled:  # a paragraph counts once per text: one equal to a passage counted above is that passage
             rows = self.unlabeled.paragraphs(hp.d_vocab_from == "all", {context_digest(p.context) for p in counted})
             self.unlabeled.count_words(rows, d_counts)
-        with heartbeat("building the vocabularies"):
-            self.vocab, self.g_vocab_size = shared_vocabularies(g_counts, d_counts, hp.g_vocab_min_count,
-                                                                hp.g_vocab_max, hp.d_vocab_min_count, hp.d_vocab_max)
+        self.vocab, self.g_vocab_size = shared_vocabularies(g_counts, d_counts, hp.g_vocab_min_count, hp.g_vocab_max,
+                                                            hp.d_vocab_min_count, hp.d_vocab_max)
         for p in tracked(self.passages, "writing the ids of SQuAD's paragraphs", lambda p: text_bytes(p.context)):
             p.d_ids = self.vocab.ids(p.words)
             p.g_ext = extended_ids(p.words, p.d_ids, self.g_vocab_size)
