@@ -125,7 +125,7 @@ def test_answers_extracted_over_two_processes_give_the_one_process_draw_and_cach
     from genlab.data.qa.answers import HeuristicExtractor
     from genlab.data.text import encoded_texts
 
-    monkeypatch.setattr(answers, "EXTRACT_PIECE_BYTES", 300)  # ~2 lines a piece: both processes extract
+    monkeypatch.setattr(answers, "PIECE_BYTES", 300)  # ~2 lines a piece: both processes extract
     monkeypatch.setattr(encoded_texts, "PIECE_TEXTS", 8)
     rng = np.random.default_rng(5)
     names = ["Anna Berg", "Paris", "the Senate", "Louis Martin", "Rome"]
