@@ -17,6 +17,7 @@ from genlab.data.qa.answers import iter_unlabeled, sample_answers
 from genlab.data.qa.synthetic import build_synthetic
 from genlab.data.qa.text import TextNorm, Vocabulary, extended_ids, token_span, tokenize
 from genlab.data.text import progress
+from genlab.errors import DataError
 
 
 @pytest.fixture
@@ -102,9 +103,10 @@ def test_setup_holds_no_unlabelled_paragraph_logs_every_phase_and_reads_the_cach
 
     with caplog.at_level(logging.INFO, logger="genlab"):
         dm = setup()
-    for phase in ("reading unlabeled.jsonl", "encoding gdan unlabelled words",
-                  "finding the tokens of the answers of unlabeled.jsonl", "counting the words of U",
-                  "writing U's ids"):
+    for phase in ("finding the answers of train-v1.1.json", "reading the answers of dev-v1.1.json",
+                  "reading the answers of the test articles", "reading unlabeled.jsonl",
+                  "encoding gdan unlabelled words", "finding the tokens of the answers of unlabeled.jsonl",
+                  "counting the words of U", "writing the ids of SQuAD's paragraphs", "writing U's ids"):
         assert any(m.startswith(f"{phase}: done") for m in caplog.messages), phase
     squad_contexts = {p.context for p in dm.passages}
     assert len(dm.passages) == len(squad_contexts) and len(dm.unlabeled) > 0
@@ -113,3 +115,44 @@ def test_setup_holds_no_unlabelled_paragraph_logs_every_phase_and_reads_the_cach
     again = setup()
     assert again.vocab.words == dm.vocab.words
     assert np.array_equal(again.unlabeled.row, dm.unlabeled.row)
+
+
+def test_answers_extracted_over_two_processes_give_the_one_process_draw_and_caches(tmp_path, monkeypatch):
+    """data.extractor over data.num_proc: pieces of lines come back in file order, so the paragraphs, the draw and
+    both cache entries equal the one-process build's byte for byte; a paragraph without an id is still named by its
+    line, and a bad line by its number in the file."""
+    from genlab.data.qa import answers
+    from genlab.data.qa.answers import HeuristicExtractor
+    from genlab.data.text import encoded_texts
+
+    monkeypatch.setattr(answers, "PIECE_BYTES", 300)  # ~2 lines a piece: both processes extract
+    monkeypatch.setattr(encoded_texts, "PIECE_TEXTS", 8)
+    rng = np.random.default_rng(5)
+    names = ["Anna Berg", "Paris", "the Senate", "Louis Martin", "Rome"]
+    lines = []
+    for i in range(30):
+        context = (f"In {1800 + int(rng.integers(200))} {names[i % 5]} paid ${int(rng.integers(90))} million for "
+                   f"the new harbour. Later {names[(i + 2) % 5]} built {int(rng.integers(2, 9))} towers near the "
+                   f"{['old', 'small', 'dark'][i % 3]} river.")
+        lines.append(json.dumps({"context": context} if i == 11 else {"id": f"p{i}", "context": context}))
+    path = tmp_path / "u.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    tagger = HeuristicExtractor()
+    read = {n: list(iter_unlabeled(path, tagger, num_proc=n)) for n in (1, 2)}
+    assert read[1] == read[2] and len(read[1]) == 30 and read[1][11].pid == "12"  # unnamed: its line (1-based)
+    assert [p.answers for p in read[1]] == [tagger(json.loads(line)["context"]) for line in lines]
+    built = {}
+    for n in (1, 2):
+        pairs = U.read_pairs(path, tagger, TextNorm(), tmp_path / f"c{n}", n, 3, 0, None, 40)
+        pairs.encode_ids(Vocabulary(["in", "the", "rome", "paris", "."]), 6, tmp_path / f"c{n}", n)
+        built[n] = pairs
+    for name in ("row", "start", "end", "usable", "digests"):
+        assert np.array_equal(getattr(built[1], name), getattr(built[2], name)), name
+    assert len(built[1]) == 40
+    files = {n: sorted((tmp_path / f"c{n}").glob("encoded/*/*")) for n in (1, 2)}
+    assert [f.name for f in files[1]] == [f.name for f in files[2]] and len(files[1]) == 12
+    assert all(a.read_bytes() == b.read_bytes() for a, b in zip(files[1], files[2]))
+    path.write_text("\n".join(lines[:20] + ["{not json"] + lines[20:]) + "\n")
+    for n in (1, 2):
+        with pytest.raises(DataError, match="line 21: not an unlabelled paragraph"):
+            list(iter_unlabeled(path, tagger, num_proc=n))

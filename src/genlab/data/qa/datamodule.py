@@ -67,6 +67,7 @@ from genlab.data.qa.text import (
 from genlab.data.qa.unlabeled import UnlabeledPairs, context_digest, read_pairs
 from genlab.data.qa.wiki_mini import GDAN_WIKI_MINI
 from genlab.data.sources.tiers import locate
+from genlab.data.text.progress import text_bytes, tracked
 from genlab.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
@@ -220,6 +221,12 @@ class SemiSupervisedSquadDataModule(pl.LightningDataModule):
         golds = [str(a.get("text", "")) for a in ex.answers if isinstance(a, dict)]
         return Item(pid, *(span or (0, 0)), question=question, qid=ex.qid, golds=golds)
 
+    def _items(self, questions: list[QAExample], cache: dict[str, int], evaluation: bool, what: str) -> list[Item]:
+        """:meth:`_labeled_item` of each question (the usable ones), logging progress by question bytes (SQuAD's
+        100k questions take seconds)."""
+        items = (self._labeled_item(q, cache, evaluation) for q in tracked(questions, what, _question_bytes))
+        return [it for it in items if it is not None]
+
     def setup(self, stage: str | None = None) -> None:
         if self.vocab is not None:
             return
@@ -233,7 +240,7 @@ class SemiSupervisedSquadDataModule(pl.LightningDataModule):
         self._words = tokenize_all(chain((q.context for q in labelled), (q.question for q in labelled)), self.norm,
                                    hp.cache_dir, hp.num_proc)
         cache: dict[str, int] = {}
-        usable = [it for it in (self._labeled_item(q, cache, False) for q in train_q) if it is not None]
+        usable = self._items(train_q, cache, False, "finding the answers of train-v1.1.json")
         self.skipped = len(train_q) - len(usable)
         if not usable:
             raise DataError(f"{root / 'train-v1.1.json'} has no usable answers ({len(train_q)} training questions "
@@ -244,8 +251,8 @@ class SemiSupervisedSquadDataModule(pl.LightningDataModule):
             log.warning("%d training questions had no usable answer span and were skipped", self.skipped)
         self.labeled = [usable[i] for i in labeled_subset(len(usable), hp.label_rate, n_original, hp.seed).tolist()]
         self._train_pool = usable
-        self.splits = {"dev": [self._labeled_item(q, cache, True) for q in dev_q],
-                       "test": [self._labeled_item(q, cache, True) for q in test_q]}
+        self.splits = {"dev": self._items(dev_q, cache, True, "reading the answers of dev-v1.1.json"),
+                       "test": self._items(test_q, cache, True, "reading the answers of the test articles")}
         for split, where in (("dev", root / "dev-v1.1.json"), ("test", f"{root / 'train-v1.1.json'} (its held-out "
                                                                          "test articles)")):
             _check_scorable(self.splits[split], where)
@@ -309,7 +316,7 @@ class SemiSupervisedSquadDataModule(pl.LightningDataModule):
             self.unlabeled.count_words(rows, d_counts)
         self.vocab, self.g_vocab_size = shared_vocabularies(g_counts, d_counts, hp.g_vocab_min_count, hp.g_vocab_max,
                                                             hp.d_vocab_min_count, hp.d_vocab_max)
-        for p in self.passages:
+        for p in tracked(self.passages, "writing the ids of SQuAD's paragraphs", lambda p: text_bytes(p.context)):
             p.d_ids = self.vocab.ids(p.words)
             p.g_ext = extended_ids(p.words, p.d_ids, self.g_vocab_size)
         if self.unlabeled:
@@ -429,6 +436,10 @@ def _check_scorable(items: list[Item], where: Any) -> None:
         raise DataError(f"{where}: {len(missing)} of {len(items)} questions have no usable answer (e.g. id "
                         f"{missing[0]!r}); every question needs answers: [{{\"text\", \"answer_start\"}}] with a "
                         "non-empty text, as in the official SQuAD v1.1 files.")
+
+
+def _question_bytes(q: QAExample) -> int:
+    return text_bytes(q.question)
 
 
 def _pad(seqs: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:

@@ -4,8 +4,9 @@ The thesis extracts 4,753,060 answers from 950,612 Wikipedia paragraphs and trai
 about 50,000 (Table 3.4's "5M" and "50K"). Held as Python objects that is ~20 GB; here the file is read a line at a
 time and every paragraph lives in memory-mapped encoded-text entries (genlab.data.text.encoded_texts):
 
-1. reading: each paragraph's usable answers are drawn (``answers_per_paragraph``, type-weighted, one generator in file
-   order); only each drawn answer's paragraph and characters are kept, and a digest per paragraph;
+1. reading: each paragraph's usable answers (the file's, or an extractor's over ``num_proc`` processes) are drawn
+   (``answers_per_paragraph``, type-weighted, one generator in file order); only each drawn answer's paragraph and
+   characters are kept, and a digest per paragraph;
 2. tokenising: the paragraphs are tokenised once into an entry keyed on their text (GDAN's words as each row's tag,
    their character spans as fields) over ``num_proc`` processes; another label rate or seed reuses it;
 3. drawing: every answer's token span is found at once (a block of paragraphs at a time), answers past
@@ -120,7 +121,7 @@ def read_pairs(path: Path, extractor: AnswerExtractor | None, norm: TextNorm, ca
     counts = UnlabeledCounts()
     texts, digests, n_bytes = hashlib.sha256(), bytearray(), 0
     usable, rows, starts, ends = array("q"), array("q"), array("q"), array("q")
-    for i, para in enumerate(iter_unlabeled(path, extractor, counts)):
+    for i, para in enumerate(iter_unlabeled(path, extractor, counts, num_proc)):
         data = para.context.encode("utf-8", "surrogatepass")
         texts.update(data + b"\0")
         digests += hashlib.blake2b(data, digest_size=16).digest()
