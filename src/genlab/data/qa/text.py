@@ -86,7 +86,7 @@ def tokenize_all(texts: Iterable[str], norm: TextNorm, cache_dir: str | Path | N
     tags = rows.tags()
     if len(rows) != len(distinct) or len(tags) != len(distinct):
         raise DataError(f"encoded-text cache {rows.entry} does not match its texts; delete the folder and run again.")
-    # every span at once, then a view per text (slicing the maps text by text took seconds on SQuAD's 100k texts)
+    # every span at once, then a view per text (slicing the maps text by text: 0.9 vs 0.55 CPU s on SQuAD's texts)
     spans = np.stack([rows.fields["starts"], rows.fields["ends"]], axis=1).astype(np.int64)
     return {t: (tag_words(tag), span)
             for t, tag, span in zip(distinct, tags, np.split(spans, np.asarray(rows.offsets[1:-1])))}
