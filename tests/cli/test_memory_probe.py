@@ -41,6 +41,25 @@ def test_step_peak_holds_the_logits_and_their_backward_temporaries():
     assert memory_probe.step_peak_bytes(task, {"x": x[:32], "t": target[:32]}, "32-true") < 0.6 * peak
 
 
+def test_a_view_of_a_weight_is_not_an_activation():
+    """An fp32 linear layer transposes its weight and the adaptive softmax splits its shared table: views of storages
+    the step did not allocate (the weights, counted with the parameters; the batch) add nothing to its peak."""
+    layer = torch.nn.Linear(500, 500)
+    layer.weight.requires_grad_(False)  # no weight-sized gradient temporaries either
+
+    class Task(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = layer
+
+        def training_step(self, batch, _):
+            table = self.layer.weight.split([100, 400])[1]
+            return self.layer(batch["x"].view(4, 500)).sum() + table.sum()
+
+    peak = memory_probe.step_peak_bytes(Task(), {"x": torch.randn(2000)}, "32-true")
+    assert 0 < peak < 0.05 * layer.weight.nbytes  # the step's own tensors: a few 8 KB rows
+
+
 def test_probes_at_two_batches_line_up_when_the_task_keeps_a_tensor_to_its_next_step():
     """A step that keeps a tensor until the next one (a logged value) frees it during the next probe: each probe's
     spans are fixed when it returns, so the two still line up and are extrapolated storage by storage (they did not,

@@ -189,8 +189,13 @@ def op_scratch_bytes(func: Any, args: tuple, kwargs: dict, out: Any) -> int:
                if isinstance(t, Tensor) and t.dim() > 0 and t.is_floating_point() and t.dtype != result.dtype)
 
 
+def _on_host_or_device(t: Any) -> bool:
+    return isinstance(t, Tensor) and t.device.type != "meta"
+
+
 class _Lifetimes(TorchDispatchMode):
-    """Every storage an op creates (activations, autocast's weight copies, the backward's temporaries, gradients):
+    """Every storage an op creates (activations, autocast's weight copies, the backward's temporaries, gradients;
+    not a view of a storage it was given that the step did not create: a weight's transpose or split, the batch):
     its bytes, and the op counts at which it appeared and was freed (a weak reference's callback); and the scratch
     an op's kernel holds while it runs (:func:`op_scratch_bytes`), as a storage alive for that op only, allocated
     before its outputs."""
@@ -208,8 +213,9 @@ class _Lifetimes(TorchDispatchMode):
         scratch = op_scratch_bytes(func, args, kwargs or {}, out)
         if scratch:
             self.spans.append([self.ops, self.ops + 1, scratch])
+        given = {t.untyped_storage().data_ptr() for t in tree_leaves((args, kwargs)) if _on_host_or_device(t)}
         for t in tree_leaves(out):
-            if isinstance(t, Tensor) and t.device.type != "meta":
+            if _on_host_or_device(t) and t.untyped_storage().data_ptr() not in given:
                 self.track(t.untyped_storage())
         return out
 
