@@ -310,7 +310,9 @@ def probe_rows(cfg: DictConfig, batch_size: int) -> tuple[int, int]:
     """The two probe batch sizes: an even number of rows of about PROBE_TOKENS tokens, then twice that (at most the
     real batch)."""
     data = cfg.get("data")
-    seq = int(_get(data, "tgt_len") or _get(data, "bptt") or _get(data, "seq_len") or _get(data, "max_seq_len") or 1)
+    image = _get(cfg.get("task"), "image_shape")  # PixelCNN++: each pixel is a position, like a token
+    seq = int(_get(data, "tgt_len") or _get(data, "bptt") or _get(data, "seq_len") or _get(data, "max_seq_len")
+              or (math.prod(image[1:]) if image else 1))
     small = max(1, min(batch_size, 2 * math.ceil(PROBE_TOKENS / seq / 2)))  # even: bi_data halves the rows
     return small, max(small, min(batch_size, 2 * small))
 
