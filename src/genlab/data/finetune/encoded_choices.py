@@ -47,9 +47,9 @@ def texts_encoder(encode: Callable[[str], Sequence[int]], texts: Callable[[T], S
 
 class EncodedChoices(Dataset):
     """A split read lazily from its cache entry (rows of :func:`share_first_text` written by :func:`texts_encoder`
-    with values ``(label, *extras)``). Item ``i`` is ``make_item(texts' ids)`` plus ``labels``, each extra by name, ``qid`` (the tag) and
-    ``index`` (``i``); ``order`` (default: the entry's rows in order) picks the rows that make the split, e.g. the
-    Story Cloze release's permutation."""
+    with values ``(label, *extras)``). Item ``i`` is ``make_item(texts' ids)`` plus ``labels``, each extra by
+    name, ``qid`` (the tag) and ``index`` (``i``); ``order`` (default: the entry's rows in order) picks the rows
+    that make the split, e.g. the Story Cloze release's permutation."""
 
     def __init__(self, rows: EncodedRows, make_item: Callable[[list[list[int]]], dict[str, Any]],
                  extras: Sequence[str] = (), order: np.ndarray | None = None):
