@@ -19,7 +19,7 @@ from genlab.errors import ConfigError
 SMALL = {  # the paper presets at toy widths (the model's code and the task's step are the paper preset's)
     "bad_gan_mnist_fm": ["data.batch_size=6", "data.labeled_batch_size=4"],
     "cegan_gmm4_mini": ["data.batch_size=30"],
-    "planetoid_t_cora": ["data.batch_size=5", "data.context_batch_size=7"],
+    "planetoid_t_cora": ["data.batch_size=5", "data.g_batch_size=2", "data.g_sample_size=7"],
     "gdan_squad_gen_domain_adv": ["data.d_vocab_max=300", "data.g_vocab_max=200", "data.batch_size=3",
                                   "data.unlabeled_batch_size=2", "data.max_paragraph_tokens=40",
                                   "model.reader.hidden=8", "model.reader.embed_dim=8", "model.reader.num_layers=2",

@@ -27,6 +27,7 @@ import torch
 from omegaconf import DictConfig
 from torch import Tensor, nn
 
+from genlab.data.graphs.context import largest_context_batch
 from genlab.data.graphs.planetoid import PUBLISHED_SIZES
 
 PARAGRAPH_TOKENS = 400  # GDAN: an assumed batch-longest SQuAD paragraph; data.max_paragraph_tokens bounds it
@@ -107,7 +108,10 @@ def synthetic_batch(cfg: DictConfig, task: nn.Module, rows: int) -> dict[str, An
     if isinstance(task, CEGANTask):
         return {"x": torch.rand(rows, *_sample_shape(task.model.generator, task.model.discriminator), generator=gen)}
     if isinstance(task, PlanetoidTask):
-        return _planetoid_batch(task.model, rows, scaled(data.get("context_batch_size")), gen)
+        ctx_rows = largest_context_batch(*(data[k] for k in (
+            "sampler", "g_batch_size", "g_sample_size", "path_size", "window", "window_rule", "neg_samp",
+            "context_batch_size", "neg_mode")))
+        return _planetoid_batch(task.model, rows, scaled(ctx_rows), gen)
     if isinstance(task, GDANTask):
         length = int(data.get("max_paragraph_tokens") or PARAGRAPH_TOKENS)
         return _gdan_batch(cfg, task, rows, scaled(data.get("unlabeled_batch_size")), length)

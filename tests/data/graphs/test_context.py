@@ -11,6 +11,7 @@ from genlab.data.graphs.context import (
     PaperSampler,
     ReferenceSampler,
     frac_count,
+    largest_context_batch,
     window_pairs,
 )
 
@@ -177,3 +178,16 @@ def test_paper_sampler_modes(mode):
         assert np.all(b.gamma > 0)
     else:
         assert np.sum(b.gamma < 0) == 4 * np.sum(b.gamma > 0)
+
+
+@pytest.mark.parametrize("neg_samp", [0, 2])
+def test_largest_context_batch_is_what_the_samplers_yield(neg_samp):
+    # what the memory guard steps: the reference sampler's graph batch is every window pair of every walk
+    adj, labels = _adj_from(FIG, 6), np.array([0, 0, 1, 1, 2, 2])
+    ref = ReferenceSampler(adj, np.arange(6), labels, g_batch_size=4, g_sample_size=5, path_size=10, window=3,
+                           neg_samp=neg_samp)
+    rows = largest_context_batch("reference", 4, 5, 10, 3, "code", neg_samp, 7, "full_softmax")
+    assert rows == 4 * 65 * (1 + neg_samp) == max(len(ref.graph_batch()), len(ref.label_batch()))
+    for mode in ("full_softmax", "k_negatives"):
+        paper = PaperSampler(adj, np.arange(6), labels, batch_size=7, neg_mode=mode, neg_samp=neg_samp)
+        assert largest_context_batch("paper", 4, 5, 10, 3, "paper", neg_samp, 7, mode) == len(paper.batch())

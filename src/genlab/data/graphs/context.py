@@ -121,6 +121,17 @@ def window_pairs(n: int, window: int, rule: str) -> tuple[np.ndarray, np.ndarray
     return j[ok], k[ok]
 
 
+def largest_context_batch(sampler: str, g_batch_size: int, g_sample_size: int, path_size: int, window: int,
+                          window_rule: str, neg_samp: int, context_batch_size: int, neg_mode: str) -> int:
+    """Rows of the largest context sub-batch a sampler yields (the memory guard steps one of this size). The reference
+    sampler's graph batch is every window pair of ``g_batch_size`` walks (200 x 65 = 13,000 pairs at the released
+    settings, each a row of logits over every node under ``full_softmax``), far more than ``context_batch_size``."""
+    if sampler == "reference":
+        pairs = len(window_pairs(path_size + 1, window, window_rule)[0])
+        return max(g_batch_size * pairs, g_sample_size) * (1 + neg_samp)
+    return context_batch_size * (1 + (neg_samp if neg_mode == "k_negatives" else 0))
+
+
 def frac_count(v: float, rng: np.random.Generator) -> int:
     """Iteration count of the reference schedule: ``v`` when ``v >= 1`` else 1 with probability ``v``."""
     return int(v) if v >= 1 else int(rng.random() < v)
