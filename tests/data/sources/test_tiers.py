@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from genlab.data.lm import readers as R
+from genlab.data.lm.archives import extract_members
 from genlab.data.lm.corpora import DATASETS, load_lm_corpus
 from genlab.data.sources.tiers import DatasetSpec, RemoteFile, locate, package_file
 from genlab.errors import DataError
@@ -141,17 +142,17 @@ def test_extract_members_from_tar_and_zip(tmp_path):
     with zipfile.ZipFile(tmp_path / "x.zip", "w") as z:
         z.write(src / "top" / "data" / "a.txt", "top/data/a.txt")
     out = tmp_path / "out"
-    R.extract_members(tmp_path / "x.tgz", {"top/data/a.txt": "a.txt", "top/b.txt": "sub/b.txt"}, out)
+    extract_members(tmp_path / "x.tgz", {"top/data/a.txt": "a.txt", "top/b.txt": "sub/b.txt"}, out)
     assert (out / "a.txt").read_text() == "A" and (out / "sub" / "b.txt").read_text() == "B"
-    R.extract_members(tmp_path / "x.zip", {"top/data/a.txt": "z.txt"}, out)
+    extract_members(tmp_path / "x.zip", {"top/data/a.txt": "z.txt"}, out)
     assert (out / "z.txt").read_text() == "A"
     with pytest.raises(DataError, match="x.tgz lacks top/c.txt"):
-        R.extract_members(tmp_path / "x.tgz", {"top/c.txt": "c.txt"}, out)
+        extract_members(tmp_path / "x.tgz", {"top/c.txt": "c.txt"}, out)
     with pytest.raises(DataError, match="x.zip lacks top/c.txt"):
-        R.extract_members(tmp_path / "x.zip", {"top/c.txt": "c.txt"}, out)
+        extract_members(tmp_path / "x.zip", {"top/c.txt": "c.txt"}, out)
     (tmp_path / "x.zip").write_bytes((tmp_path / "x.zip").read_bytes()[:30])
     with pytest.raises(DataError, match="x.zip is corrupt or truncated"):
-        R.extract_members(tmp_path / "x.zip", {"top/data/a.txt": "a.txt"}, out)
+        extract_members(tmp_path / "x.zip", {"top/data/a.txt": "a.txt"}, out)
 
 
 def test_path_tier_prepares_the_official_enwik8_zip_into_the_cache(served_enwik8, tmp_path):

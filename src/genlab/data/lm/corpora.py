@@ -19,6 +19,7 @@ import numpy as np
 
 from genlab.data.lm import minis as lm_minis
 from genlab.data.lm import readers as R
+from genlab.data.lm.archives import extract_members
 from genlab.data.lm.token_cache import cache_key, load_or_build
 from genlab.data.lm.vocab import Vocab
 from genlab.data.sources import tiers as sources
@@ -60,7 +61,7 @@ class LMDataset:
 # ------------------------------------------------------------------------------------------------ preparation
 def _extractor(archive: str, members: dict[str, str]) -> Callable[[Path], None]:
     def prepare(root: Path) -> None:
-        R.extract_members(Path(root) / archive, members, Path(root))
+        extract_members(Path(root) / archive, members, Path(root))
 
     return prepare
 

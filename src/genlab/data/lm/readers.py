@@ -9,23 +9,19 @@ corpora are parsed with NumPy, without a Python loop over symbols.
 
 from __future__ import annotations
 
-import os
-import zipfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import IO
 
 import numpy as np
 
+from genlab.data.lm.archives import member_splits, split_writers
 from genlab.data.lm.vocab import Order, Vocab, build_value_vocab, build_word_vocab
 from genlab.data.text.chunks import Piece, decode_piece, line_pieces, split_lines, total_bytes
 from genlab.data.text.parallel import ordered_map
 from genlab.data.text.progress import Progress
 from genlab.errors import DataError
-from genlab.utils import atomic_write
 
 SPLITS = ("train", "valid", "test")
 EOS = "<eos>"
@@ -152,6 +148,10 @@ def split_sizes(total: int, n_test: int) -> tuple[int, int, int]:
     return total - 2 * n_test, n_test, n_test
 
 
+def _splits_of(n_test: int) -> Callable[[int], list[tuple[str, int]]]:
+    return lambda total: list(zip(SPLITS, split_sizes(total, n_test)))
+
+
 def prepare_enwik8(root: Path, n_test: int = 5_000_000, archive: str = "enwik8.zip") -> None:
     """``enwik8.zip`` -> ``{train,valid,test}.txt``: bytes as space-separated decimals, newline bytes as line breaks.
 
@@ -159,9 +159,9 @@ def prepare_enwik8(root: Path, n_test: int = 5_000_000, archive: str = "enwik8.z
     time as the member streams out of the archive.
     """
     root = Path(root)
-    with _split_writers(root) as out:
+    with split_writers(root, SPLITS) as out:
         started = set()
-        for split, part in _member_splits(root / archive, "enwik8", n_test):
+        for split, part in member_splits(root / archive, "enwik8", _splits_of(n_test), PARSE_CHUNK_BYTES):
             out[split].write((b" " if split in started else b"") + bytes_to_decimal_text(part))
             started.add(split)
 
@@ -312,10 +312,10 @@ def prepare_text8(root: Path, n_test: int = 5_000_000, archive: str = "text8.zip
     space-separated and ' ' written as '_' (the TXL ``prep_text8.py`` output), a piece at a time as the member
     streams out of the archive."""
     root = Path(root)
-    with _split_writers(root) as out:
+    with split_writers(root, SPLITS) as out:
         started: set[str] = set()  # splits whose leading whitespace is behind us
         held: dict[str, list[np.ndarray]] = {s: [] for s in SPLITS}  # whitespace that may be the part's end
-        for split, part in _member_splits(root / archive, "text8", n_test):
+        for split, part in member_splits(root / archive, "text8", _splits_of(n_test), PARSE_CHUNK_BYTES):
             kept = np.flatnonzero(~_STRIPPED_TABLE[part])
             if not len(kept):
                 if split in started:
@@ -540,70 +540,3 @@ def read_lm1b(
 def materialize(ids: np.ndarray | Iterable[np.ndarray]) -> np.ndarray:
     """A split as one array, whether the reader returned an array or a stream of chunks."""
     return ids if isinstance(ids, np.ndarray) else np.concatenate(list(ids))
-
-
-# ---------------------------------------------------------------------------------------------- archives
-def _member_splits(archive: Path, member: str, n_test: int) -> Iterator[tuple[str, np.ndarray]]:
-    """(split, bytes) pieces of ``member`` in order, decompressed ``PARSE_CHUNK_BYTES`` at a time and cut at the
-    90M/5M/5M boundaries (:func:`split_sizes` of the member's size), so memory stays at a piece (the 100 MB member
-    is never held whole). The archive's CRC is checked when the last piece is read."""
-    try:
-        with zipfile.ZipFile(archive) as z, z.open(member) as src:
-            total = z.getinfo(member).file_size
-            progress = Progress(f"preparing {member} from {archive.name}", total)
-            for split, size in zip(SPLITS, split_sizes(total, n_test)):
-                while size:
-                    block = src.read(min(size, PARSE_CHUNK_BYTES))
-                    if not block:
-                        raise EOFError(f"{member} ends before the {total} bytes its header gives")
-                    size -= len(block)
-                    yield split, np.frombuffer(block, dtype=np.uint8)
-                    progress.advance(len(block))
-            src.read()  # reaches the end of the stream, where zipfile compares the CRC
-            progress.finish()
-    except FileNotFoundError as err:
-        raise DataError(f"{archive} is missing; download it or point data.path at a folder holding it.") from err
-    except (zipfile.BadZipFile, KeyError, OSError, EOFError) as err:
-        raise DataError(f"{archive} is corrupt or truncated ({err}); delete it and download it again.") from err
-
-
-@contextmanager
-def _split_writers(root: Path) -> Iterator[dict[str, IO[bytes]]]:
-    """``{train,valid,test}.txt`` open for writing, published together when the block succeeds and none of them
-    when it fails (e.g. a CRC error found at the archive's end), so a run never sees a partial split."""
-    with ExitStack() as stack:
-        yield {s: stack.enter_context(atomic_write(Path(root) / f"{s}.txt", "wb")) for s in SPLITS}
-
-
-def extract_members(archive: Path, wanted: dict[str, str], root: Path) -> None:
-    """Extract ``wanted`` (member path -> destination relative to ``root``) from a zip or tar archive, atomically
-    per file, streaming (the LM1B tarball is 1.7 GB)."""
-    import shutil
-    import tarfile
-
-    root = Path(root)
-    try:
-        if zipfile.is_zipfile(archive):
-            with zipfile.ZipFile(archive) as z:
-                missing = sorted(set(wanted) - set(z.namelist()))
-                if missing:
-                    raise DataError(f"{archive} lacks {', '.join(missing[:3])}; it is not the expected archive.")
-                for member, dest in wanted.items():
-                    with z.open(member) as src, atomic_write(root / dest, "wb") as out:
-                        shutil.copyfileobj(src, out, 1 << 20)
-            return
-        with tarfile.open(archive, "r:*") as t:
-            found = set()
-            for info in t:
-                name = os.path.normpath(info.name)
-                if name in wanted and info.isfile():
-                    src = t.extractfile(info)
-                    assert src is not None
-                    with src, atomic_write(root / wanted[name], "wb") as out:
-                        shutil.copyfileobj(src, out, 1 << 20)
-                    found.add(name)
-        missing = sorted(set(wanted) - found)
-        if missing:
-            raise DataError(f"{archive} lacks {', '.join(missing[:3])}; it is not the expected archive.")
-    except (zipfile.BadZipFile, tarfile.TarError, KeyError, EOFError, OSError) as err:
-        raise DataError(f"{archive} is corrupt or truncated ({err}); delete it and download it again.") from err
