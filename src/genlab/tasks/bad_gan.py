@@ -64,7 +64,8 @@ class BadGANTask(pl.LightningModule):
                  ent_normalize_over: str = "K", fm_type: str = "sq_mean", pt_weight: float = 0.0,
                  vi_weight: float = 0.0, vi_sigma_max: float | None = None, ld_weight: float = 0.0,
                  ld_start_iter: int = 9000, ld_prob: float = 0.1, ld_n_samples: int = 30, ld_quantile: float = 10.0,
-                 ld_threshold_set: str = "test", ld_threshold_images: int | None = None, density_input_map: str = "unit_to_symmetric",
+                 ld_threshold_set: str = "test", ld_threshold_images: int | None = None,
+                 density_input_map: str = "unit_to_symmetric",
                  density_ckpt: str | None = None,
                  density_model: nn.Module | None = None, image_shape: list[int] | None = None,
                  lr_horizon_epochs: int | None = None, lr_floor: float = 0.0, init_batches: int = 5,
@@ -220,6 +221,7 @@ class BadGANTask(pl.LightningModule):
         n = self.hparams.ld_threshold_images
         return L.density_threshold(self.log_density_batched(reference[:n]), self.hparams.ld_quantile)
 
+    @torch.no_grad()
     def log_density_batched(self, x: Tensor, batch: int = 200) -> Tensor:
         return torch.cat([self._log_density(x[i:i + batch].to(self.device)) for i in range(0, len(x), batch)])
 
