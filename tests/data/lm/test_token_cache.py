@@ -80,6 +80,24 @@ def test_damaged_entry_is_detected_logged_and_rebuilt(tmp_path, caplog, damage):
     assert "rebuilding" in caplog.text
 
 
+def test_a_cold_build_checksums_each_file_once_and_an_entry_found_on_disk_is_checked(tmp_path, monkeypatch):
+    from genlab.data.text import cache_entry
+
+    hashed = []
+    crc32 = cache_entry.crc32_file
+    monkeypatch.setattr(cache_entry, "crc32_file", lambda path, **kw: hashed.append(path.name) or crc32(path, **kw))
+    monkeypatch.setattr(cache_entry, "_verified", set())
+    build = _build([np.array([1, 2])])
+    T.load_or_build(tmp_path, "toy", "k", build)
+    files = ["test.npy", "train.npy", "valid.npy", "vocab.json"]
+    assert sorted(hashed) == files  # written and checksummed, not read back again
+    T.load_or_build(tmp_path, "toy", "k", build)
+    assert sorted(hashed) == files
+    monkeypatch.setattr(cache_entry, "_verified", set())  # as a new process finds the entry
+    T.load_or_build(tmp_path, "toy", "k", build)
+    assert sorted(hashed) == sorted(files * 2)
+
+
 def test_entry_without_manifest_is_never_read(tmp_path):
     build = _build([np.array([1, 2])])
     _, _, entry = T.load_or_build(tmp_path, "toy", "k", build)
