@@ -478,7 +478,8 @@ def test_lm1b_training_shards_encoded_in_workers_equal_shuffling_the_sentence_li
                                                                                      convention):
     """Workers encode each shard in file order and the parent lays the sentences out in the shuffled order: the same
     stream as shuffling each shard's sentence list and joining it with its boundary symbols, for 1 or 2 processes
-    and for shards read in pieces of a line or two (Windows and old-Mac line ends and blank lines included)."""
+    and for shards read in pieces of a line or two (Windows and old-Mac line ends and blank lines included); the
+    int64 index arrays of a shard past 2**31 positions lay it out as the int32 ones do."""
     shards = [[f"the cat {'dog ' * (i % 5)}." for i in range(k, k + 9)] + ["an odd one"] for k in range(4)]
     names = _lm1b(tmp_path, shards)
     (tmp_path / names[1]).write_bytes(b"the cat .\r\n\r\n  dog the\rcat\n\n")
@@ -489,8 +490,10 @@ def test_lm1b_training_shards_encoded_in_workers_equal_shuffling_the_sentence_li
         sents = R._sentences(tmp_path / names[int(shard)])
         sents = [sents[i] for i in rng.permutation(len(sents))]
         expected.append(R.lm1b_stream(sents, vocab, convention, "ref", opening=k == 0))
-    for procs, piece in ((1, chunks.PIECE_BYTES), (2, chunks.PIECE_BYTES), (1, 16), (2, 16)):
+    for procs, piece, index32 in ((1, chunks.PIECE_BYTES, R.INDEX32_MAX), (2, chunks.PIECE_BYTES, R.INDEX32_MAX),
+                                  (1, 16, R.INDEX32_MAX), (2, 16, R.INDEX32_MAX), (1, chunks.PIECE_BYTES, 8)):
         monkeypatch.setattr(chunks, "PIECE_BYTES", piece)
+        monkeypatch.setattr(R, "INDEX32_MAX", index32)
         _, splits = _read_lm1b(tmp_path, convention, 3, train_shards=names, num_proc=procs)
         assert np.array_equal(splits["train"], np.concatenate(expected)) and splits["train"].dtype == np.int32
 
