@@ -99,7 +99,7 @@ def test_every_long_reading_step_reports_progress(tmp_path, monkeypatch, caplog)
     from genlab.data.lm import readers as R
     from genlab.data.qa.answers import HeuristicExtractor, read_unlabeled
     from genlab.data.sources.tiers import RemoteFile, fetch
-    from genlab.data.text import progress
+    from genlab.data.text import cache_entry, progress
     from genlab.data.text.encoded_texts import encode_texts
 
     monkeypatch.setattr(progress, "EVERY_S", 0.0)
@@ -118,7 +118,8 @@ def test_every_long_reading_step_reports_progress(tmp_path, monkeypatch, caplog)
         read_race(tmp_path, "train")
         read_unlabeled(tmp_path / "u.jsonl", HeuristicExtractor())
         encode_texts(["x", "yz"], lambda t: ([1] * len(t),), "e", tmp_path / "cache", "toy texts")
-        encode_texts(["x", "yz"], lambda t: ([1] * len(t),), "e", tmp_path / "cache", "toy texts")  # checked, read
+        monkeypatch.setattr(cache_entry, "_verified", set())  # as another process finds the entry: checked, read
+        encode_texts(["x", "yz"], lambda t: ([1] * len(t),), "e", tmp_path / "cache", "toy texts")
         vocab = R.build_lm1b_top_vocab(tmp_path, 5, ["shard"])
         R.materialize(R.read_lm1b(tmp_path, "eos", 0, ["shard"], ["shard"], ["shard"], vocab)[1]["train"])
         fetch(RemoteFile((tmp_path / "shard").as_uri(), None, "shard"), tmp_path / "copy")
