@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import pickle
 from collections import Counter
 
 import numpy as np
@@ -17,6 +18,7 @@ from genlab.data.qa.answers import iter_unlabeled, sample_answers
 from genlab.data.qa.synthetic import build_synthetic
 from genlab.data.qa.text import TextNorm, Vocabulary, extended_ids, token_span, tokenize
 from genlab.data.text import progress
+from genlab.data.text.chunks import line_pieces
 from genlab.errors import DataError
 
 
@@ -141,6 +143,8 @@ def test_answers_extracted_over_two_processes_give_the_one_process_draw_and_cach
     read = {n: list(iter_unlabeled(path, tagger, num_proc=n)) for n in (1, 2)}
     assert read[1] == read[2] and len(read[1]) == 30 and read[1][11].pid == "12"  # unnamed: its line (1-based)
     assert [p.answers for p in read[1]] == [tagger(json.loads(line)["context"]) for line in lines]
+    parsed = pickle.dumps(answers._parse_piece(tagger, next(line_pieces(path, answers.PIECE_BYTES))))
+    assert b"Answer" not in parsed  # a piece's answers cross processes as one array, not an object each
     built = {}
     for n in (1, 2):
         pairs = U.read_pairs(path, tagger, TextNorm(), tmp_path / f"c{n}", n, 3, 0, None, 40)

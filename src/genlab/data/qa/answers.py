@@ -180,21 +180,30 @@ def sample_answers(candidates: Sequence[Answer], k: int, rng: np.random.Generato
                    weights: dict[str, float] = TYPE_WEIGHTS) -> list[Answer]:
     """k distinct chunks: a type drawn by its SQuAD weight among the types left, then one of its chunks uniformly;
     all of them when there are at most k. Types without a weight count as "Other"."""
-    pools: dict[str, list[Answer]] = {}
-    for a in candidates:
-        pools.setdefault(a.type, []).append(a)
-    if len(candidates) <= k:
-        return sorted(candidates, key=lambda a: (a.start, len(a.text)))
-    chosen = []
-    while len(chosen) < k and pools:
-        kinds = sorted(pools)
-        w = np.array([weights.get(t, weights.get("Other", 1.0)) for t in kinds], dtype=np.float64)
-        kind = kinds[rng.choice(len(kinds), p=w / w.sum())]
-        pool = pools[kind]
-        chosen.append(pool.pop(int(rng.integers(len(pool)))))
-        if not pool:
-            del pools[kind]
-    return sorted(chosen, key=lambda a: (a.start, len(a.text)))
+    spans = [(a.start, a.start + len(a.text)) for a in candidates]
+    return [candidates[i] for i in sample_spans(spans, [a.type for a in candidates], k, rng, weights)]
+
+
+def sample_spans(spans: Sequence[tuple[int, int]], types: Sequence[str], k: int, rng: np.random.Generator,
+                 weights: dict[str, float] = TYPE_WEIGHTS) -> list[int]:
+    """:func:`sample_answers` on answers given as (start, end) ``spans`` and their ``types``: the indices of the
+    chosen, ordered by start and length (the same draws)."""
+    pools: dict[str, list[int]] = {}
+    for i, kind in enumerate(types):
+        pools.setdefault(kind, []).append(i)
+    if len(spans) <= k:
+        chosen = list(range(len(spans)))
+    else:
+        chosen = []
+        while len(chosen) < k and pools:
+            kinds = sorted(pools)
+            w = np.array([weights.get(t, weights.get("Other", 1.0)) for t in kinds], dtype=np.float64)
+            kind = kinds[rng.choice(len(kinds), p=w / w.sum())]
+            pool = pools[kind]
+            chosen.append(pool.pop(int(rng.integers(len(pool)))))
+            if not pool:
+                del pools[kind]
+    return sorted(chosen, key=lambda i: (spans[i][0], spans[i][1] - spans[i][0]))
 
 
 # ------------------------------------------------------------------------------------------------ JSONL
@@ -226,11 +235,36 @@ def _check_exists(path: Path) -> None:
                         '{"id", "context", "answers": [{"text", "answer_start", "type"}]} per line.')
 
 
-def iter_unlabeled(path: Path, extractor: AnswerExtractor | None = None, counts: UnlabeledCounts | None = None,
-                   num_proc: int | None = 1) -> Iterator[UnlabeledParagraph]:
-    """Every paragraph of the file, in order, with its usable answers (an empty list when none is), read a piece of
-    lines at a time. An answer whose text is not ``context[answer_start:][:len]`` is counted in ``counts`` and left
-    out. With ``extractor`` every paragraph's answers are its chunks (the file's are ignored; lines may be just
+@dataclass
+class UnlabeledPiece:
+    """Consecutive paragraphs of an unlabelled file in a form that crosses processes cheaply: their ids and texts,
+    and one row (start, end, index into ``kinds``) of ``answers`` per answer, paragraph j's being rows
+    ``bounds[j]:bounds[j + 1]``. An object per answer (~20-30 a paragraph) made unpickling them the parent's main
+    cost when answers are extracted in other processes."""
+
+    pids: list[str]
+    contexts: list[str]
+    bounds: np.ndarray
+    answers: np.ndarray
+    kinds: list[str]
+
+    def answers_of(self, j: int) -> list[Answer]:
+        context = self.contexts[j]
+        return [Answer(context[s:e], s, self.kinds[t])
+                for s, e, t in self.answers[self.bounds[j]:self.bounds[j + 1]].tolist()]
+
+    def sample(self, j: int, k: int, rng: np.random.Generator) -> list[tuple[int, int]]:
+        """(start, end) of the answers :func:`sample_answers` draws from paragraph j's, without building them."""
+        rows = self.answers[self.bounds[j]:self.bounds[j + 1]].tolist()
+        chosen = sample_spans([(s, e) for s, e, _ in rows], [self.kinds[t] for _, _, t in rows], k, rng)
+        return [(rows[i][0], rows[i][1]) for i in chosen]
+
+
+def unlabeled_pieces(path: Path, extractor: AnswerExtractor | None = None, counts: UnlabeledCounts | None = None,
+                     num_proc: int | None = 1) -> Iterator[UnlabeledPiece]:
+    """Every paragraph of the file, in order and a piece of lines at a time, with its usable answers (none when no
+    answer is). An answer whose text is not ``context[answer_start:][:len]`` is counted in ``counts`` and left out.
+    With ``extractor`` every paragraph's answers are its chunks (the file's are ignored; lines may be just
     ``{"id", "context"}``), extracted over ``num_proc`` processes (``data.num_proc``; None: the cores available):
     pieces come back in file order, so the paragraphs are those of one process."""
     path = Path(path)
@@ -248,13 +282,20 @@ def iter_unlabeled(path: Path, extractor: AnswerExtractor | None = None, counts:
                             '{"id", "context", "answers": [{"text", "answer_start", "type"}]}.')
         counts.bad += result.bad
         for i, line in result.unnamed:  # a paragraph without an id is named by its line, as it always was
-            result.paragraphs[i].pid = str(lines + line)
-        for para in result.paragraphs:
-            counts.empty += not para.answers
-            yield para
+            result.paragraphs.pids[i] = str(lines + line)
+        counts.empty += int(np.count_nonzero(np.diff(result.paragraphs.bounds) == 0))
+        yield result.paragraphs
         lines += result.lines
         progress.advance(result.n_bytes)
     progress.finish()
+
+
+def iter_unlabeled(path: Path, extractor: AnswerExtractor | None = None, counts: UnlabeledCounts | None = None,
+                   num_proc: int | None = 1) -> Iterator[UnlabeledParagraph]:
+    """The paragraphs of :func:`unlabeled_pieces` one at a time, their answers as :class:`Answer` objects."""
+    for piece in unlabeled_pieces(path, extractor, counts, num_proc):
+        for j, (pid, context) in enumerate(zip(piece.pids, piece.contexts)):
+            yield UnlabeledParagraph(pid, context, piece.answers_of(j))
 
 
 # ~15 paragraphs: a tagger returns a piece in ~10 ms, and a piece's objects die young (1 MB pieces read U 40 % slower)
@@ -263,10 +304,11 @@ PIECE_BYTES = 1 << 14
 
 @dataclass
 class _ParsedPiece:
-    """One piece of the file: its paragraphs, how many lines and bytes it held, answers skipped, the paragraphs
-    without an id (index, line within the piece), and the first bad line (line within the piece, reason) if any."""
+    """One piece of the file: its paragraphs (None after an error), how many lines and bytes it held, answers
+    skipped, the paragraphs without an id (index, line within the piece), and the first bad line (line within the
+    piece, reason) if any."""
 
-    paragraphs: list[UnlabeledParagraph]
+    paragraphs: UnlabeledPiece | None
     lines: int
     n_bytes: int
     bad: int = 0
@@ -276,7 +318,8 @@ class _ParsedPiece:
 
 def _parse_piece(extractor: AnswerExtractor | None, piece: Piece) -> _ParsedPiece:
     data = decode_piece(piece)
-    out = _ParsedPiece([], 0, len(piece.data))
+    out = _ParsedPiece(None, 0, len(piece.data))
+    pids, contexts, bounds, rows, kinds = [], [], [0], [], {}
     for n, line in enumerate(io.StringIO(data.removeprefix("\ufeff") if piece.offset == 0 else data, newline=""), 1):
         out.lines = n
         if not line.strip():
@@ -289,7 +332,6 @@ def _parse_piece(extractor: AnswerExtractor | None, piece: Piece) -> _ParsedPiec
         except (json.JSONDecodeError, KeyError, TypeError) as err:
             out.error = (n, str(err))
             return out
-        kept = []
         for a in answers:
             try:
                 text, start = str(a["text"]), int(a["answer_start"])
@@ -299,10 +341,14 @@ def _parse_piece(extractor: AnswerExtractor | None, piece: Piece) -> _ParsedPiec
             if not text.strip() or context[start:start + len(text)] != text:
                 out.bad += 1
                 continue
-            kept.append(Answer(text, start, str(a.get("type") or "Other")))
+            rows.append((start, start + len(text), kinds.setdefault(str(a.get("type") or "Other"), len(kinds))))
+        bounds.append(len(rows))
         if pid is None:
-            out.unnamed.append((len(out.paragraphs), n))
-        out.paragraphs.append(UnlabeledParagraph(pid or "", context, kept))
+            out.unnamed.append((len(pids), n))
+        pids.append(pid or "")
+        contexts.append(context)
+    out.paragraphs = UnlabeledPiece(pids, contexts, np.array(bounds, dtype=np.int64),
+                                    np.array(rows, dtype=np.int64).reshape(-1, 3), list(kinds))
     return out
 
 

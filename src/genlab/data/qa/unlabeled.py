@@ -33,9 +33,8 @@ from genlab.data.qa.answers import (
     AnswerExtractor,
     UnlabeledCounts,
     check_unlabeled,
-    iter_unlabeled,
-    sample_answers,
     unlabeled_contexts,
+    unlabeled_pieces,
 )
 from genlab.data.qa.text import TextNorm, Vocabulary, extended_ids, tag_words, word_encoder, words_key
 from genlab.data.text.distinct import text_digest
@@ -121,17 +120,20 @@ def read_pairs(path: Path, extractor: AnswerExtractor | None, norm: TextNorm, ca
     counts = UnlabeledCounts()
     texts, digests, n_bytes = hashlib.sha256(), bytearray(), 0
     usable, rows, starts, ends = array("q"), array("q"), array("q"), array("q")
-    for i, para in enumerate(iter_unlabeled(path, extractor, counts, num_proc)):
-        data = para.context.encode("utf-8", "surrogatepass")
-        texts.update(data + b"\0")
-        digests += hashlib.blake2b(data, digest_size=16).digest()
-        n_bytes += len(data)
-        if para.answers:
-            usable.append(i)
-            for a in sample_answers(para.answers, answers_per_paragraph, rng):
-                rows.append(i)
-                starts.append(a.start)
-                ends.append(a.start + len(a.text))
+    i = 0
+    for piece in unlabeled_pieces(path, extractor, counts, num_proc):
+        for j, context in enumerate(piece.contexts):
+            data = context.encode("utf-8", "surrogatepass")
+            texts.update(data + b"\0")
+            digests += hashlib.blake2b(data, digest_size=16).digest()
+            n_bytes += len(data)
+            if piece.bounds[j + 1] > piece.bounds[j]:
+                usable.append(i)
+                for start, end in piece.sample(j, answers_per_paragraph, rng):
+                    rows.append(i)
+                    starts.append(start)
+                    ends.append(end)
+            i += 1
     check_unlabeled(path, len(usable), counts)
     n = len(digests) // 16
     words = encode_rows(unlabeled_contexts(path), word_encoder(norm), (*words_key(norm), n, texts.hexdigest()),
