@@ -23,6 +23,7 @@ from genlab.data.qa.answers import (
     UnlabeledParagraph,
     read_unlabeled,
     sample_answers,
+    sample_spans,
     unlabeled_contexts,
     write_unlabeled,
 )
@@ -109,6 +110,34 @@ def test_type_weighted_sampling_follows_squad_percentages_not_chunk_counts():
     five = sample_answers(cands, 5, np.random.default_rng(1))
     assert len(five) == 5 and len(set(five)) == 5
     assert sample_answers(cands[:3], 5, rng) == sorted(cands[:3], key=lambda a: a.start)
+
+
+def test_type_draw_is_generator_choice_with_the_type_weights():
+    """sample_spans draws a type as Generator.choice(p=weights / sum) does, without its per-call checks: the same
+    answers, and the generator left in the same state, for any types (more than 8, some unweighted) and weights."""
+
+    def with_choice(types, k, rng, weights):
+        pools: dict[str, list[int]] = {}
+        for i, t in enumerate(types):
+            pools.setdefault(t, []).append(i)
+        chosen = []
+        while len(chosen) < k and pools:
+            kinds = sorted(pools)
+            w = np.array([weights.get(t, weights.get("Other", 1.0)) for t in kinds])
+            pool = pools[kinds[rng.choice(len(kinds), p=w / w.sum())]]
+            chosen.append(pool.pop(int(rng.integers(len(pool)))))
+            pools = {t: p for t, p in pools.items() if p}
+        return sorted(chosen)
+
+    gen = np.random.default_rng(0)
+    names = [*TYPE_WEIGHTS, "Unweighted"]
+    for case in range(200):
+        types = [names[i] for i in gen.integers(0, len(names), int(gen.integers(6, 40)))]
+        weights = TYPE_WEIGHTS if case % 2 else {t: float(gen.uniform(0.1, 30)) for t in names[:9]}
+        fast, reference = np.random.default_rng(case), np.random.default_rng(case)
+        spans = [(i, i + 1) for i in range(len(types))]  # ordered as their indices
+        assert sample_spans(spans, types, 5, fast, weights) == with_choice(types, 5, reference, weights)
+        assert fast.random() == reference.random()
 
 
 def test_unlabeled_jsonl_round_trip_skips_bad_answers_and_refuses_a_file_without_answers(tmp_path):
