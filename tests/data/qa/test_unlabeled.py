@@ -127,7 +127,7 @@ def test_answers_extracted_over_two_processes_give_the_one_process_draw_and_cach
     from genlab.data.qa.answers import HeuristicExtractor
     from genlab.data.text import encoded_texts
 
-    monkeypatch.setattr(answers, "PIECE_BYTES", 300)  # ~2 lines a piece: both processes extract
+    monkeypatch.setattr(answers, "EXTRACT_PIECE_BYTES", 300)  # ~2 lines a piece: both processes extract
     monkeypatch.setattr(encoded_texts, "PIECE_TEXTS", 8)
     rng = np.random.default_rng(5)
     names = ["Anna Berg", "Paris", "the Senate", "Louis Martin", "Rome"]
@@ -143,7 +143,7 @@ def test_answers_extracted_over_two_processes_give_the_one_process_draw_and_cach
     read = {n: list(iter_unlabeled(path, tagger, num_proc=n)) for n in (1, 2)}
     assert read[1] == read[2] and len(read[1]) == 30 and read[1][11].pid == "12"  # unnamed: its line (1-based)
     assert [p.answers for p in read[1]] == [tagger(json.loads(line)["context"]) for line in lines]
-    parsed = pickle.dumps(answers._parse_piece(tagger, next(line_pieces(path, answers.PIECE_BYTES))))
+    parsed = pickle.dumps(answers._parse_piece(tagger, next(line_pieces(path, answers.EXTRACT_PIECE_BYTES))))
     assert b"Answer" not in parsed  # a piece's answers cross processes as one array, not an object each
     built = {}
     for n in (1, 2):
