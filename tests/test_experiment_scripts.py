@@ -70,6 +70,7 @@ HELP_ONLY = {
     "experiments/perf/mos_cost.py": BENCHMARK,
     "experiments/perf/scaling.py": BENCHMARK + " (spawns 2-process DDP and FSDP2 groups)",
     "experiments/perf/squad_alignment.py": BENCHMARK,
+    "experiments/perf/gdan_extraction.py": BENCHMARK,
     "experiments/perf/txl_eval_speed.py": BENCHMARK,
     "experiments/perf/txl_throughput.py": BENCHMARK,
     "experiments/perf/xlnet_mfu.py": BENCHMARK,
