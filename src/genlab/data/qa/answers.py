@@ -199,7 +199,7 @@ def sample_spans(spans: Sequence[tuple[int, int]], types: Sequence[str], k: int,
         while len(chosen) < k and pools:
             kinds = tuple(sorted(pools))
             # Generator.choice(len(kinds), p=...)'s draw (one uniform against the normalised cdf) without its
-            # per-call checks, which were most of the parent's CPU in reading an extracted U
+            # per-call checks, which were three quarters of the draw loop's CPU in reading an extracted U
             kind = kinds[bisect_right(_type_cdf(kinds, table), rng.random())]
             pool = pools[kind]
             chosen.append(pool.pop(int(rng.integers(len(pool)))))
@@ -251,8 +251,8 @@ def _check_exists(path: Path) -> None:
 class UnlabeledPiece:
     """Consecutive paragraphs of an unlabelled file in a form that crosses processes cheaply: their ids and texts,
     and one row (start, end, index into ``kinds``) of ``answers`` per answer, paragraph j's being rows
-    ``bounds[j]:bounds[j + 1]``. An object per answer (~20-30 a paragraph) made unpickling them the parent's main
-    cost when answers are extracted in other processes."""
+    ``bounds[j]:bounds[j + 1]``. With an object per answer (~17-30 a paragraph), receiving them had been a third of
+    the parent's CPU when answers are extracted in other processes."""
 
     pids: list[str]
     contexts: list[str]
