@@ -3,6 +3,7 @@ deterministic and balanced, and its generated labels follow the documented rule.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 
@@ -16,8 +17,10 @@ from genlab.data.finetune.glue_minis import (
     N_EVAL,
     N_TRAIN,
     STSB_TRAIN,
+    mnli_with_dev_pairs,
     question,
 )
+from genlab.errors import DataError
 
 TASKS = sorted(GLUE_MINIS)
 
@@ -135,3 +138,50 @@ def test_datamodule_reads_the_mini_through_the_cache(tmp_path, task):
         assert set(dm.splits["train"].labels.tolist()) == {0, 1, 2}
     else:
         assert dm.is_regression and dm.splits["dev"].labels.dtype == np.float32
+
+
+# sha256 of the MNLI mini's files as first published: the larger midi evaluation must leave them byte-identical
+MNLI_MINI_SHA256 = {
+    "dev_matched.tsv": "6be82ba43e22eb4ebecada4d7cf119084c84a4a53246e9ae70792b1ffe68933a",
+    "dev_mismatched.tsv": "c927b10bceeff0040706724175b2b0cb5d65b2a6f0c385705f4242ee16e49eaa",
+    "diagnostic/diagnostic.tsv": "38571d850dd9d488fd69ee364cd0800d3d2a91096510f515f35a79aeb63a4089",
+    "test_matched.tsv": "5abfef6943d2466a579e44b24d3d73357f27322a20505d8e7688f185ab5153e0",
+    "test_mismatched.tsv": "9fa219747c700ba944d04ab1449651eb4eafc7304d5784bebe2b9ee730ceebe7",
+    "train.tsv": "b337d84f5f9c35054ea7e3c0ebdc8519ba03538bd6fce3014bcd0c9c2e5e0a4e",
+}
+
+
+def test_mnli_mini_bytes_are_unchanged(built):
+    assert {f: hashlib.sha256((built["mnli"] / f).read_bytes()).hexdigest() for f in MNLI_MINI_SHA256} == MNLI_MINI_SHA256
+
+
+def test_larger_mnli_dev_extends_the_mini_with_unused_premises(built, tmp_path):
+    mnli_with_dev_pairs(2000).build_mini(tmp_path)  # matched takes 2,000; mismatched runs out at 840
+    big = read_all("mnli", tmp_path)
+    assert {n: len(v) for n, v in big.items() if n.startswith("dev")} == {"dev_matched": 2000, "dev_mismatched": 840}
+    for name in MNLI_MINI_SHA256:
+        old, new = (built["mnli"] / name).read_text().splitlines(), (tmp_path / name).read_text().splitlines()
+        assert new[:len(old)] == old and (name.startswith("dev") or new == old), name
+
+    def premises(root: Path, name: str) -> list[str]:  # promptID = 10000 + the premise's sentence
+        return [r.split("\t")[1] for r in (root / name).read_text().splitlines()[1:]]
+    others = {p for n in ("train", "dev_matched", "dev_mismatched", "test_matched", "test_mismatched")
+              for p in premises(built["mnli"], f"{n}.tsv")}
+    for name in ("dev_matched", "dev_mismatched"):
+        extra = premises(tmp_path, f"{name}.tsv")[N_EVAL:]
+        assert len(set(extra)) == len(extra) and not set(extra) & others, name
+        counts = [sum(e.label == c for e in big[name][N_EVAL:]) for c in glue.get_task("mnli").labels]
+        assert max(counts) - min(counts) <= 1, counts
+    train_genres = {e.split("\t")[3] for e in (built["mnli"] / "train.tsv").read_text().splitlines()[1:]}
+    assert not {r.split("\t")[3] for r in (tmp_path / "dev_mismatched.tsv").read_text().splitlines()[1:]} & train_genres
+
+
+def test_mini_dev_pairs_is_the_mnli_minis_own_key(tmp_path):
+    dm = ClassificationDataModule("mnli", source="mini", cache_dir=str(tmp_path), mini_dev_pairs=2000)
+    assert dm._spec().name == "glue_mnli_mini_dev2000"  # its own cache entry: the mini's stays as it is
+    with pytest.raises(DataError, match="data.mini_dev_pairs=2000"):
+        ClassificationDataModule("sst2", source="mini", mini_dev_pairs=2000)
+    with pytest.raises(DataError, match="data.mini_dev_pairs=2000"):
+        ClassificationDataModule("mnli", source="path", path=str(tmp_path), mini_dev_pairs=2000)
+    with pytest.raises(DataError, match="at least 200"):
+        ClassificationDataModule("mnli", source="mini", mini_dev_pairs=100)._spec()

@@ -32,7 +32,7 @@ from genlab.data.finetune import doc_classification as docs
 from genlab.data.finetune import glue, nli
 from genlab.data.finetune.downloads import doc_spec, glue_spec
 from genlab.data.finetune.folds import check_fold, fold_split
-from genlab.data.finetune.glue_minis import GLUE_MINIS
+from genlab.data.finetune.glue_minis import GLUE_MINIS, mnli_with_dev_pairs
 from genlab.data.finetune.minis import IMDB_MINI, SST2_MINI
 from genlab.data.finetune.tokenizer_cache import piece_model
 from genlab.data.finetune.zhang_minis import ZHANG_MINIS
@@ -154,7 +154,10 @@ class ClassificationDataModule(ResumableTrainOrder, pl.LightningDataModule):
     pooled (``genlab.data.finetune.folds``: stratified, the folds fixed by the labels alone); ``fold`` picks the part
     that becomes the ``test`` split (also the dev split, as for every document-classification set), the other parts
     are ``train``. A multirun over ``data.fold=0,..,k-1`` scores every example exactly once. null = the dataset's own
-    split."""
+    split.
+
+    ``mini_dev_pairs`` (the MNLI mini only): pairs in each dev file, the mini's 200 first, then pairs on premises no
+    split uses (``genlab.data.finetune.glue_minis.build_mnli``); null = the mini's 200."""
 
     layouts: tuple[str, ...] = LAYOUTS
 
@@ -162,7 +165,7 @@ class ClassificationDataModule(ResumableTrainOrder, pl.LightningDataModule):
                  tokenizer: str | None = None, vocab_size: int = 8000, lower: bool = False, layout: str = "xlnet",
                  max_seq_len: int = 128, batch_size: int = 32, eval_batch_size: int = 64, num_workers: int = 0,
                  max_train_examples: int | None = None, n_folds: int | None = None, fold: int = 0,
-                 num_proc: int | None = None) -> None:
+                 num_proc: int | None = None, mini_dev_pairs: int | None = None) -> None:
         super().__init__()
         if layout not in self.layouts:
             raise DataError(f"data.layout={layout!r} must be one of {self.layouts}.")
@@ -183,6 +186,10 @@ class ClassificationDataModule(ResumableTrainOrder, pl.LightningDataModule):
         self.max_seq_len, self.batch_size, self.eval_batch_size = max_seq_len, batch_size, eval_batch_size
         self.num_workers, self.max_train_examples = num_workers, max_train_examples
         self.n_folds, self.fold, self.num_proc = n_folds, fold, num_proc
+        self.mini_dev_pairs = mini_dev_pairs
+        if mini_dev_pairs is not None and (source != "mini" or not self.is_glue or self.glue_task.name != "mnli"):
+            raise DataError(f"data.mini_dev_pairs={mini_dev_pairs} enlarges the dev files of the offline MNLI mini; "
+                            f"here data.task={task}, data.source={source}: set data.mini_dev_pairs=null.")
         if n_folds is not None and (self.is_glue or self.nli is not None):
             raise DataError(f"data.n_folds={n_folds}: cross-validation pools a document-classification set's train and "
                             f"test splits; data.task={task} has its own dev split: set data.n_folds=null.")
@@ -206,6 +213,8 @@ class ClassificationDataModule(ResumableTrainOrder, pl.LightningDataModule):
         out = {"dataset": self.task, "tokenizer": self.tokenizer.identity, "vocab_size": self.tokenizer.vocab_size}
         if self.n_folds is not None:
             out["fold"] = f"{self.fold}/{self.n_folds}"
+        if self.mini_dev_pairs is not None:
+            out["mini_dev_pairs"] = self.mini_dev_pairs
         return out
 
     # --- files --------------------------------------------------------------------------------------------------
@@ -215,7 +224,7 @@ class ClassificationDataModule(ResumableTrainOrder, pl.LightningDataModule):
             if key not in MINIS:
                 raise DataError(f"data.task={self.task} has no offline mini (minis: {sorted(MINIS)}); "
                                 "use data.source=path data.path=/your/copy.")
-            return MINIS[key]
+            return MINIS[key] if self.mini_dev_pairs is None else mnli_with_dev_pairs(self.mini_dev_pairs)
         if self.nli is not None:
             return self.nli.spec()
         return glue_spec(self.glue_task.name) if self.is_glue else doc_spec(self.doc.name)
