@@ -62,7 +62,7 @@ class ResumableOptunaSweeper(OptunaSweeper):
         impl.launcher = _NonFiniteAsFailure(impl.launcher)
         if isinstance(impl.storage, str) and impl.storage.startswith(SQLITE):
             # imported here, as Hydra's own sweeper imports optuna: Hydra imports this module at every start-up,
-            # and optuna's import (~3 CPU s alone, ~1.1 after Lightning's) would be paid by every run, not by sweeps only
+            # and optuna's import (~3 CPU s alone, ~1.1 after Lightning's) would be paid by every run, not sweeps only
             from hydra_plugins.genlab_sweeper._sqlite_store import SQLiteTrialStore
 
             impl.study_name = impl.study_name or "genlab"
