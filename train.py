@@ -9,14 +9,16 @@ from genlab.cli.choices import check_group_choices, null_choices_to_none
 from genlab.cli.errors import run_hydra_main
 from genlab.cli.quiet import quiet_third_party
 from genlab.cli.run_dir import continue_in_run_dir
-from genlab.cli.train import main as train_main
 
 CONF = Path(__file__).resolve().parent / "conf"
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")
 def main(cfg):
-    quiet_third_party()  # again: a multirun's launcher may have reset logging
+    # imported once the config composed: a mistyped key is reported before torch and Lightning load (~8 CPU s)
+    from genlab.cli.train import main as train_main
+
+    quiet_third_party()  # again: Lightning's import sets its loggers to INFO, and a multirun's launcher resets logging
     return train_main(cfg)
 
 

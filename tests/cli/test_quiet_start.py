@@ -79,6 +79,18 @@ def test_sweep_plugin_imports_cleanly_without_the_sweep_extra(tmp_path):
     assert "ResumableOptunaSweeper" in result.stdout  # the stand-in, which names the extra when a sweep asks
 
 
+def test_hydra_start_up_leaves_optuna_to_a_sweep(tmp_path):
+    """Hydra imports every plugin module at every start-up (train.py, eval.py, compose): the sweeper is found
+    there, but optuna (~3 CPU s to import) is imported only when a sweep sets the sweeper up."""
+    probe = ("import sys; from hydra.core.plugins import Plugins; from hydra.plugins.sweeper import Sweeper; "
+             "names = [p.__name__ for p in Plugins.instance().discover(Sweeper)]; "
+             "print('ResumableOptunaSweeper' in names, 'optuna' in sys.modules)")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    result = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert result.stdout.split() == ["True", "False"], result.stderr[-3000:]
+
+
 def test_quickstart_prints_only_genlab_lines_bar_and_summary(tmp_path):
     run_dir = tmp_path / "run"
     result = _run(tmp_path, "trainer.max_steps=3", *TINY, f"hydra.run.dir={run_dir}")
