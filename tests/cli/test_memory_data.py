@@ -12,6 +12,7 @@ import torch
 from genlab import assemble
 from genlab.cli import memory, memory_data, memory_probe
 from genlab.data.images.datamodule import IMAGE_SIZES, OneClassImageDataModule, SSLImageDataModule
+from genlab.data.qa.datamodule import HELD_PER_JSON_BYTE, HELD_PER_UNLABELED_PAIR, SQUAD11_BYTES
 
 
 def test_an_image_run_counts_its_decoded_images_before_any_file_is_read(compose_cfg, tmp_path, monkeypatch):
@@ -27,6 +28,10 @@ def test_an_image_run_counts_its_decoded_images_before_any_file_is_read(compose_
     assert on_cpu.total_bytes - on_gpu.total_bytes == on_cpu.dataset_bytes + on_cpu.baseline_bytes
     assert not (tmp_path / "none").exists()
     assert memory_data.dataset_bytes(compose_cfg(["experiment=txl_mini"])) == 0  # a memory-mapped token cache
+    # GDAN: its SQuAD files where data.path says (the official v1.1 sizes when absent) and |U| = 50K drawn pairs
+    gdan = compose_cfg(["experiment=gdan_squad_r0.1", "data.source=path", f"data.path={tmp_path / 'none'}"])
+    assert memory_data.dataset_bytes(gdan) == HELD_PER_JSON_BYTE * sum(SQUAD11_BYTES.values()) \
+        + HELD_PER_UNLABELED_PAIR * 50_000
 
 
 def _held_bytes(dm) -> int:

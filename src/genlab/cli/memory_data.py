@@ -1,7 +1,8 @@
 """The dataset a DataModule decodes into host memory, for the memory estimate (``genlab.cli.memory``): the image
-DataModules hold every image as float32 (SVHN's training and test splits: 1.1 GB) beside the batches. A DataModule
-class that holds its data says how much with a ``setup_bytes()`` method, computed from its published sizes before
-any file is read; the others (streamed or memory-mapped data) count nothing here."""
+DataModules hold every image as float32 (SVHN's training and test splits: 1.1 GB) beside the batches, GDAN's the
+words, ids and items of SQuAD (0.9 GB at the thesis' sizes). A DataModule class that holds its data says how much
+with a ``setup_bytes()`` method, computed before any file is read (from published sizes, or the sizes of the files
+where it will read them); the others (streamed or memory-mapped data) count nothing here."""
 
 from __future__ import annotations
 

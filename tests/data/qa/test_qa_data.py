@@ -4,9 +4,11 @@ the synthetic fixture, and the real-data mini's files."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import stat
+import tracemalloc
 from collections import Counter
 from pathlib import Path
 
@@ -27,7 +29,12 @@ from genlab.data.qa.answers import (
     unlabeled_contexts,
     write_unlabeled,
 )
-from genlab.data.qa.datamodule import SemiSupervisedSquadDataModule
+from genlab.data.qa.datamodule import (
+    HELD_PER_JSON_BYTE,
+    HELD_PER_UNLABELED_PAIR,
+    SQUAD11_BYTES,
+    SemiSupervisedSquadDataModule,
+)
 from genlab.data.qa.protocol import (
     QAExample,
     labeled_size,
@@ -317,3 +324,30 @@ def test_check_23_wiki_mini_files_are_article_disjoint_and_answers_match_offsets
     test_contexts = {dm.passages[it.passage].context for it in dm.splits["test"]}
     assert test_contexts.isdisjoint({dm.passages[it.passage].context for it in dm.labeled})
     assert 150 <= len(dm.labeled) <= 250 and len(dm.splits["dev"]) == 300
+
+
+def test_setup_bytes_count_the_squad_files_and_drawn_pairs_before_reading_them(synthetic_dir, tmp_path):
+    json_bytes = sum((synthetic_dir / name).stat().st_size for name in SQUAD11_BYTES)
+    dm = SemiSupervisedSquadDataModule(source="path", path=str(synthetic_dir), unlabeled_size=50)
+    assert dm.setup_bytes() == HELD_PER_JSON_BYTE * json_bytes + HELD_PER_UNLABELED_PAIR * 50
+    assert SemiSupervisedSquadDataModule(source="path", path=str(synthetic_dir), unlabeled=False).setup_bytes() \
+        == HELD_PER_JSON_BYTE * json_bytes  # SL: no unlabelled file
+    every = SemiSupervisedSquadDataModule(source="path", path=str(synthetic_dir), unlabeled_size=None)
+    pairs = (synthetic_dir / "unlabeled.jsonl").stat().st_size // 200
+    assert every.setup_bytes() == HELD_PER_JSON_BYTE * json_bytes + HELD_PER_UNLABELED_PAIR * pairs
+    # files not there yet: the official v1.1 files for a download, nothing for a mini not yet built
+    official = SemiSupervisedSquadDataModule(source="download", cache_dir=str(tmp_path), unlabeled=False)
+    assert official.setup_bytes() == HELD_PER_JSON_BYTE * (30_288_272 + 4_854_279)
+    assert SemiSupervisedSquadDataModule(source="mini", cache_dir=str(tmp_path), unlabeled=False).setup_bytes() == 0
+    assert not any(tmp_path.iterdir())  # nothing read, built or downloaded
+
+
+def test_setup_bytes_cover_the_python_objects_setup_keeps(synthetic_dir):
+    tracemalloc.start()
+    try:
+        dm = make_dm(synthetic_dir, unlabeled_size=50)
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert len(dm.unlabeled) == 50 and held <= dm.setup_bytes() <= 4 * held

@@ -66,12 +66,19 @@ from genlab.data.qa.text import (
 )
 from genlab.data.qa.unlabeled import UnlabeledPairs, context_digest, read_pairs
 from genlab.data.qa.wiki_mini import GDAN_WIKI_MINI
-from genlab.data.sources.tiers import locate
+from genlab.data.sources.tiers import expected_root, locate
 from genlab.data.text.progress import text_bytes, tracked
 from genlab.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
 MINIS = {"wiki": GDAN_WIKI_MINI, "synthetic": GDAN_SYNTHETIC_MINI}
+# The official SQuAD v1.1 files' sizes (bytes): what ``setup_bytes`` counts for files not yet at hand.
+SQUAD11_BYTES = {"train-v1.1.json": 30_288_272, "dev-v1.1.json": 4_854_279}
+# Host memory ``setup`` keeps per byte of SQuAD JSON (every paragraph's and question's words as Python strings, their
+# offsets, D and G ids, the items and the vocabularies) and per drawn unlabelled pair (its memory-mapped rows), measured
+# on the thesis-sized files of experiments/perf/full_size_data.py (38.5 MB of JSON: 0.88 GB; 50,000 pairs: 0.05 GB).
+HELD_PER_JSON_BYTE = 24
+HELD_PER_UNLABELED_PAIR = 1_000
 
 
 @dataclass
@@ -187,6 +194,24 @@ class SemiSupervisedSquadDataModule(pl.LightningDataModule):
 
     def prepare_data(self) -> None:
         self._root()
+
+    def setup_bytes(self) -> int:
+        """Host memory ``setup`` keeps (``genlab.cli.memory_data``), from the sizes of the SQuAD files where it will
+        read them (stat only; a file not there yet counts as the official v1.1 file, a mini not yet built as
+        nothing) and from ``unlabeled_size`` (all of U's pairs when null: as many as 50,000 per 10 MB of the
+        unlabelled file, 20,000 paragraphs of five answers)."""
+        hp = self.hparams
+        root = expected_root(MINIS[hp.mini] if hp.source == "mini" else squad_spec("1.1"), hp.source, hp.path,
+                             hp.cache_dir)
+        json_bytes = sum((root / name).stat().st_size if (root / name).is_file()
+                         else 0 if hp.source == "mini" else size for name, size in SQUAD11_BYTES.items())
+        pairs = 0
+        if hp.unlabeled:
+            pairs = hp.unlabeled_size
+            if pairs is None:
+                file = self._unlabeled_file(root)
+                pairs = file.stat().st_size // 200 if file.is_file() else 0
+        return HELD_PER_JSON_BYTE * json_bytes + HELD_PER_UNLABELED_PAIR * pairs
 
     # ------------------------------------------------------------------------------------------------ set-up
     def _passage(self, context: str, cache: dict[str, int]) -> int:

@@ -144,10 +144,21 @@ def _prepare_from(spec: DatasetSpec, root: Path, cache: Path) -> Path:
     return dest
 
 
+def expected_root(spec: DatasetSpec, source: str, path: str | None = None,
+                  cache_dir: str | os.PathLike | None = None) -> Path:
+    """The directory :func:`locate` reads ``spec`` from, without building, downloading or checking anything."""
+    cache = Path(cache_dir) if cache_dir else DEFAULT_CACHE
+    if source == "mini":
+        return cache / "mini" / f"{spec.name}-v{spec.mini_version}"
+    if source == "path" or path:
+        return Path(path or ".").expanduser()
+    return cache / "download" / spec.name
+
+
 def _build_mini(spec: DatasetSpec, cache: Path) -> Path:
     if spec.build_mini is None:
         raise DataError(f"dataset {spec.name} has no offline mini.\n{_how_to_fix(spec)}")
-    root = cache / "mini" / f"{spec.name}-v{spec.mini_version}"
+    root = expected_root(spec, "mini", cache_dir=cache)
     if root.is_dir() and not _missing(spec, root):
         return root
     root.parent.mkdir(parents=True, exist_ok=True)
@@ -168,7 +179,7 @@ def _build_mini(spec: DatasetSpec, cache: Path) -> Path:
 
 
 def _download(spec: DatasetSpec, cache: Path, path: str | None) -> Path:
-    root = Path(path).expanduser() if path else cache / "download" / spec.name
+    root = expected_root(spec, "download", path, cache)
     if not _missing(spec, root):
         return root
     if not spec.downloads:
