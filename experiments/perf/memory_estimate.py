@@ -42,8 +42,8 @@ CONF = Path(__file__).resolve().parents[2] / "conf"
 # the paper presets (full_size.py's, and MoS on text8 and LM1B), in README's order
 PAPER_PRESETS = ("txl_ptb", "txl_wt103_base", "txl_wt103_large", "txl_enwik8_base", "txl_enwik8_large",
                  "txl_text8_large", "txl_lm1b_base", "txl_lm1b_large", "xlnet_base", "xlnet_large", "bert_base",
-                 "bert_large", "gpt_books", "funnel_b6_6_6_mlm", "funnel_large_b8_8_8_electra", "mos_ptb", "mos_wt2",
-                 "mos_text8_mos", "mos_lm1b_mos")
+                 "bert_large", "gpt_books", "funnel_b6_6_6_mlm", "funnel_large_b8_8_8_electra",
+                 "funnel_large_b10_10_10_electra", "mos_ptb", "mos_wt2", "mos_text8_mos", "mos_lm1b_mos")
 
 
 def compose_preset(name: str, overrides: list[str], out: Path) -> DictConfig:
