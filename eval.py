@@ -7,10 +7,8 @@ from pathlib import Path
 
 import hydra
 
-from genlab.cli.choices import check_group_choices, null_choices_to_none
+from genlab.cli.choices import check_group_choices, evaluates_init_from, null_choices_to_none
 from genlab.cli.errors import run_hydra_main
-from genlab.cli.eval import evaluates_init_from, main_init_from
-from genlab.cli.eval import main as eval_main
 from genlab.cli.quiet import quiet_third_party
 
 CONF = Path(__file__).resolve().parent / "conf"
@@ -18,12 +16,17 @@ CONF = Path(__file__).resolve().parent / "conf"
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="eval")
 def main(cfg):
-    quiet_third_party()
+    # imported once the config composed: a mistyped key is reported before torch and Lightning load (as train.py)
+    from genlab.cli.eval import main as eval_main
+
+    quiet_third_party()  # again: Lightning's import sets its loggers to INFO
     eval_main(cfg)
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")
 def main_preset(cfg):
+    from genlab.cli.eval import main_init_from
+
     quiet_third_party()
     main_init_from(cfg)
 

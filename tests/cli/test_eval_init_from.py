@@ -79,7 +79,8 @@ def test_eval_py_reproduces_a_finetuned_hf_classifier(tmp_path):
 
 
 def test_a_preset_without_init_from_is_one_message(tmp_path):
-    from genlab.cli.eval import evaluate_init_from, evaluates_init_from
+    from genlab.cli.choices import evaluates_init_from
+    from genlab.cli.eval import evaluate_init_from
     from genlab.errors import ConfigError
     from helpers import compose_config
 

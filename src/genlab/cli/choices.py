@@ -62,3 +62,9 @@ def null_choices_to_none(argv: list[str], config_dir: str | Path) -> list[str]:
             arg = f"{key}={','.join('none' if o == 'null' else o for o in options)}"
         out.append(arg)
     return out
+
+
+def evaluates_init_from(argv: list[str]) -> bool:
+    """The command line names a preset and no checkpoint: evaluate the preset with its ``task.init_from``."""
+    keys = {a.split("=", 1)[0].lstrip("+~") for a in argv if "=" in a}
+    return "experiment" in keys and "ckpt_path" not in keys

@@ -171,12 +171,6 @@ def dynamic_evaluation(cfg: DictConfig, task, datamodule) -> dict[str, float]:
     return results
 
 
-def evaluates_init_from(argv: list[str]) -> bool:
-    """The command line names a preset and no checkpoint: evaluate the preset with its ``task.init_from``."""
-    keys = {a.split("=", 1)[0].lstrip("+~") for a in argv if "=" in a}
-    return "experiment" in keys and "ckpt_path" not in keys
-
-
 def evaluate_init_from(cfg: DictConfig) -> dict[str, float]:
     """Valid and test of a finetuning preset (the composed train.py config) with the weights of task.init_from."""
     import pytorch_lightning as pl
