@@ -73,6 +73,25 @@ def test_mos_midi_and_its_softmax_twin_have_equal_size(compose_cfg):
     assert d_mos < d_softmax and abs(mos - softmax) / softmax < 0.005
 
 
+XLNET_ROW4 = "xlnet_base_bert_comparable"
+XLNET_MIDI_ROWS = [n.removesuffix("_midi") for n in NAMES if n.startswith("xlnet_ablation_") and n.endswith("_midi")]
+
+
+@pytest.mark.parametrize("row", XLNET_MIDI_ROWS)
+def test_xlnet_ablation_midi_changes_what_its_paper_row_changes(row, fixture_configs):
+    """[XLNet v1 Table 6] rows 2, 3, 5-8 each change one knob of row 4: at midi size a row changes the same keys of
+    row 4's midi, and to the same values except the two that scale with T (K = 7's floor(T / 7) predictions, memory)."""
+    def changed(name, base):
+        a, b = flatten(fixture_configs[name]), flatten(fixture_configs[base])
+        return {k: a.get(k) for k in a.keys() | b.keys() if a.get(k, "<absent>") != b.get(k, "<absent>")}
+
+    paper, midi = changed(row, XLNET_ROW4), changed(f"{row}_midi", f"{XLNET_ROW4}_midi")
+    assert sorted(midi) == sorted(paper) and paper
+    seq_len = fixture_configs[f"{row}_midi"]["data"]["seq_len"]
+    scaled = {"data.num_predict": seq_len // 7, "model.mem_len": 0}
+    assert {k: v for k, v in midi.items() if paper[k] != v} == {k: scaled[k] for k in midi if paper[k] != midi[k]}
+
+
 def test_every_base_preset_is_used_and_is_not_runnable():
     """A base preset lives only under base/ (so tests/test_experiments.py does not run it alone) and something
     includes it."""

@@ -92,8 +92,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--out", required=True, help="root of the runs: <out>/row<k>_<preset>/{pretrain,finetune}")
     p.add_argument("--scale", choices=tuple(SUFFIX), default="mini",
-                   help="mini: the *_mini presets on the offline minis (default); midi: the *_midi presets (rows 1\n"
-                        "and 4, MNLI and SST-2: README's midi table); full: the paper presets")
+                   help="mini: the *_mini presets on the offline minis (default); midi: the *_midi presets (4 x 256\n"
+                        "on the Wikipedia mini; MNLI and SST-2: README's midi table); full: the paper presets")
     p.add_argument("--rows", default="1,2,3,4,5,6,7,8", help="ablation rows to run, e.g. 1,4 (default: all 8)")
     p.add_argument("--tasks", default=",".join(TASKS), help=f"finetuning tasks (default: all, {','.join(TASKS)})")
     p.add_argument("--seeds", default="1,2,3,4,5", help="finetuning seeds; cells are their median (default 1-5)")
