@@ -105,9 +105,9 @@ def main(argv: list[str]) -> int:
     configs = snapshot()
     FIXTURE.write_text(to_text(configs))
     print(f"wrote {FIXTURE} ({FIXTURE.stat().st_size:,} bytes)")
-    import preset_catalog  # the catalogue page is built from this snapshot: rewrite it with it
+    import preset_catalog  # the catalogue page is built from this snapshot, read back as the test reads it (key order)
 
-    preset_catalog.write(configs)
+    preset_catalog.write(load_fixture())
     print(f"wrote {preset_catalog.CATALOGUE}")
     return 0
 
