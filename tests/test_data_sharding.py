@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import pytorch_lightning as pl
 import torch
-from launch_ranks import run_ranks
+from launch_ranks import exit_rank, run_ranks
 from omegaconf import OmegaConf
 
 from genlab import assemble
@@ -64,6 +64,7 @@ def worker(out: Path, cfg_file: Path, steps: int, rank: int) -> None:
     spec = json.loads(cfg_file.read_text())
     seen = fit_probe(OmegaConf.create(spec["cfg"]), tuple(spec["keys"]), steps, 2)
     (out / f"rank{rank}.json").write_text(json.dumps(seen))
+    exit_rank()
 
 
 def launch(root: Path, name: str, overrides: list[str], keys: tuple[str, ...], steps: int) -> tuple[list, dict]:

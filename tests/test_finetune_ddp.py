@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import pytorch_lightning as pl
 import torch
-from launch_ranks import run_ranks
+from launch_ranks import exit_rank, run_ranks
 from omegaconf import OmegaConf
 from torch.utils.data import DataLoader, default_collate
 
@@ -64,6 +64,7 @@ def worker(out: Path, cfg_file: Path, rank: int) -> None:
     (out / f"rank{rank}.json").write_text(json.dumps(steps))
     if rank == 0:
         torch.save(weights, out / "ddp_weights.pt")
+    exit_rank()
 
 
 def test_finetune_ddp_equals_one_process_on_the_same_global_batches(tmp_path):

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import pytorch_lightning as pl
 import torch
-from launch_ranks import run_ranks
+from launch_ranks import exit_rank, run_ranks
 from omegaconf import OmegaConf
 
 from genlab import assemble
@@ -81,6 +81,7 @@ def worker(out: Path, cfg_file: Path, rank: int) -> None:
     if rank == 0:
         torch.save(weights, out / "ddp_weights.pt")
     (out / f"rank{rank}.json").write_text(json.dumps(losses))
+    exit_rank()
 
 
 @pytest.fixture(scope="module")
