@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import pytorch_lightning as pl
 import torch
-from launch_ranks import run_ranks
+from launch_ranks import exit_rank, run_ranks
 from omegaconf import OmegaConf
 
 from genlab import assemble
@@ -108,6 +108,7 @@ def worker(out: Path, cfg_file: Path, rank: int) -> None:
         torch.save(weights, out / "ddp_weights.pt")
     result = {"ddp": losses, "fsdp_clip": clip_losses(rank, 2, tokens, CLIP)}
     (out / f"rank{rank}.json").write_text(json.dumps(result))
+    exit_rank()
 
 
 def launch(out: Path, cfg_file: Path, world: int = 2) -> list[dict]:
