@@ -19,7 +19,8 @@ def exit_rank() -> None:
     """End a worker whose results are written: wait for the other ranks, then exit without the process groups'
     teardown. Left to interpreter exit, that teardown races the peer that exits first (rank 0 hosts the rendezvous
     store) and aborted a finished rank in about one of six runs of the FSDP2 worker, and once the DDP sharding worker
-    under load (gloo: "terminate called without an active exception", exit code -6). Every worker ends with it."""
+    under load (gloo: "terminate called without an active exception", exit code -6). Every multi-rank test worker
+    ends with it."""
     import torch.distributed as dist
 
     if dist.is_initialized():
